@@ -1,0 +1,1 @@
+//! Request body processors: turn a buffered body into arguments.

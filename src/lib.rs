@@ -1,0 +1,3 @@
+//! wafer: a ModSecurity-compatible WAF engine.
+pub mod body;
+pub mod transforms;
