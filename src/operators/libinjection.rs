@@ -1,0 +1,1 @@
+//! libinjection wrapper (in progress).

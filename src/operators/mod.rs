@@ -1,0 +1,2 @@
+//! Operators (`@name`): one file per operator, behind one closed enum.
+pub mod libinjection;
