@@ -1,1 +1,64 @@
-fn main() {}
+//! Embeds SecLang files at build time.
+//!
+//! - `rules/*.conf` of this repository become `@<name>` (e.g. `rules/targeted.conf`
+//!   -> `@targeted`, `rules/recommended-conf.conf` -> `@recommended-conf`).
+//! - When `CRS_DIR` names an OWASP CRS checkout, its `crs-setup.conf.example`
+//!   becomes `@crs-setup-conf`, each `rules/*.conf` becomes `@owasp_crs/<file>`,
+//!   and each `rules/*.data` a data file for `@pmFromFile` by its file name.
+//!   CRS files are read from there, never copied into the repository.
+
+use std::env;
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+fn sorted_files(dir: &Path, ext: &str) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = fs::read_dir(dir)
+        .map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|e| e == ext)).collect())
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+fn main() {
+    let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let out = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
+    println!("cargo:rerun-if-env-changed=CRS_DIR");
+    println!("cargo:rerun-if-changed=rules");
+
+    let mut conf = String::new(); // (name, text) entries
+    let mut data = String::new();
+    for p in sorted_files(&manifest.join("rules"), "conf") {
+        println!("cargo:rerun-if-changed={}", p.display());
+        let stem = p.file_stem().and_then(|s| s.to_str()).expect("utf-8 file name");
+        writeln!(conf, "    (\"@{stem}\", include_str!({:?})),", p.display().to_string()).ok();
+    }
+
+    let mut crs_version = String::new();
+    if let Ok(dir) = env::var("CRS_DIR") {
+        let dir = PathBuf::from(dir);
+        let setup = dir.join("crs-setup.conf.example");
+        if setup.is_file() {
+            println!("cargo:rerun-if-changed={}", dir.display());
+            writeln!(conf, "    (\"@crs-setup-conf\", include_str!({:?})),", setup.display().to_string()).ok();
+            for p in sorted_files(&dir.join("rules"), "conf") {
+                let name = p.file_name().and_then(|s| s.to_str()).expect("utf-8 file name");
+                writeln!(conf, "    (\"@owasp_crs/{name}\", include_str!({:?})),", p.display().to_string()).ok();
+            }
+            for p in sorted_files(&dir.join("rules"), "data") {
+                let name = p.file_name().and_then(|s| s.to_str()).expect("utf-8 file name");
+                writeln!(data, "    (\"{name}\", include_str!({:?})),", p.display().to_string()).ok();
+            }
+            crs_version = fs::read_to_string(dir.join("VERSION")).ok().and_then(|v| v.lines().next().map(|l| l.trim().to_string())).unwrap_or_else(|| "unknown".into());
+        } else {
+            println!("cargo:warning=CRS_DIR={} has no crs-setup.conf.example; building without the OWASP CRS", dir.display());
+        }
+    }
+
+    let src = format!(
+        "/// Embedded SecLang files: (include name, text).\npub static CONF_FILES: &[(&str, &str)] = &[\n{conf}];\n\
+         /// Embedded data files for @pmFromFile: (file name, text).\npub static DATA_FILES: &[(&str, &str)] = &[\n{data}];\n\
+         /// Version of the embedded OWASP CRS, empty when built without it.\npub static CRS_VERSION: &str = {crs_version:?};\n"
+    );
+    fs::write(out.join("embedded.rs"), src).expect("write embedded.rs");
+}

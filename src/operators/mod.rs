@@ -1,2 +1,307 @@
-//! Operators (`@name`): one file per operator, behind one closed enum.
+//! Operators (`@name`): one closed enum; larger operators live in their own file.
+//!
+//! An operator is compiled once (regexes, automata, IP sets) and evaluated per
+//! value. Parameters that contain `%{...}` macros are expanded per evaluation
+//! through [`Expand`].
+
+pub mod ip_match;
 pub mod libinjection;
+pub mod pm;
+pub mod rx;
+pub mod validate;
+
+use crate::seclang::{parse_macro, MacroPart};
+
+/// Expands `%{...}` macros against the current transaction.
+pub trait Expand {
+    fn expand(&self, parts: &[MacroPart]) -> Vec<u8>;
+}
+
+/// An operator parameter: literal, or with macros to expand per request.
+#[derive(Debug, Clone)]
+pub enum Param {
+    Lit(Vec<u8>),
+    Macro(Vec<MacroPart>),
+}
+
+impl Param {
+    pub fn new(text: &str) -> Param {
+        let parts = parse_macro(text);
+        if parts.iter().any(|p| matches!(p, MacroPart::Var { .. })) {
+            Param::Macro(parts)
+        } else {
+            Param::Lit(text.as_bytes().to_vec())
+        }
+    }
+
+    fn value<'a>(&'a self, ctx: &dyn Expand) -> std::borrow::Cow<'a, [u8]> {
+        match self {
+            Param::Lit(v) => std::borrow::Cow::Borrowed(v),
+            Param::Macro(parts) => std::borrow::Cow::Owned(ctx.expand(parts)),
+        }
+    }
+}
+
+/// What a successful match reports: captures (`TX:0`..`TX:9`) when asked for.
+#[derive(Debug, Default, Clone)]
+pub struct Captures(pub Vec<Vec<u8>>);
+
+/// A compiled operator.
+#[derive(Debug)]
+pub enum Operator {
+    Rx(rx::Rx),
+    Pm(pm::Pm),
+    Contains(Param),
+    ContainsWord(Param),
+    Streq(Param),
+    StrMatch(Param),
+    BeginsWith(Param),
+    EndsWith(Param),
+    Within(Param),
+    Eq(Param),
+    Ge(Param),
+    Gt(Param),
+    Le(Param),
+    Lt(Param),
+    DetectSqli,
+    DetectXss,
+    UnconditionalMatch,
+    NoMatch,
+    IpMatch(ip_match::IpSet),
+    ValidateByteRange(validate::ByteRange),
+    ValidateUrlEncoding,
+    ValidateUtf8Encoding,
+}
+
+impl Operator {
+    /// Compiles `@name param`. `data_file` resolves `@pmFromFile` names.
+    pub fn compile(name: &str, param: &str, data_file: &dyn Fn(&str) -> Option<String>) -> Result<Operator, String> {
+        let p = || Param::new(param);
+        Ok(match name.to_ascii_lowercase().as_str() {
+            "rx" => Operator::Rx(rx::Rx::new(param)?),
+            "pm" => Operator::Pm(pm::Pm::new(param.split_ascii_whitespace().map(|s| s.as_bytes().to_vec()).collect())?),
+            "pmfromfile" | "pmf" => {
+                let mut words = Vec::new();
+                for file in param.split_ascii_whitespace() {
+                    let text = data_file(file).ok_or_else(|| format!("@pmFromFile: data file \"{file}\" not found among the embedded files"))?;
+                    words.extend(pm::data_file_lines(&text).map(|l| l.as_bytes().to_vec()));
+                }
+                Operator::Pm(pm::Pm::new(words)?)
+            }
+            "ipmatchfromfile" | "ipmatchf" => {
+                let mut list = String::new();
+                for file in param.split_ascii_whitespace() {
+                    let text = data_file(file).ok_or_else(|| format!("@ipMatchFromFile: data file \"{file}\" not found among the embedded files"))?;
+                    for l in pm::data_file_lines(&text) {
+                        list.push_str(l);
+                        list.push(',');
+                    }
+                }
+                Operator::IpMatch(ip_match::IpSet::parse(&list)?)
+            }
+            "contains" => Operator::Contains(p()),
+            "containsword" => Operator::ContainsWord(p()),
+            "streq" => Operator::Streq(p()),
+            "strmatch" => Operator::StrMatch(p()),
+            "beginswith" => Operator::BeginsWith(p()),
+            "endswith" => Operator::EndsWith(p()),
+            "within" => Operator::Within(p()),
+            "eq" => Operator::Eq(p()),
+            "ge" => Operator::Ge(p()),
+            "gt" => Operator::Gt(p()),
+            "le" => Operator::Le(p()),
+            "lt" => Operator::Lt(p()),
+            "detectsqli" => Operator::DetectSqli,
+            "detectxss" => Operator::DetectXss,
+            "unconditionalmatch" => Operator::UnconditionalMatch,
+            "nomatch" => Operator::NoMatch,
+            "ipmatch" => Operator::IpMatch(ip_match::IpSet::parse(param)?),
+            "validatebyterange" => Operator::ValidateByteRange(validate::ByteRange::parse(param)?),
+            "validateurlencoding" => Operator::ValidateUrlEncoding,
+            "validateutf8encoding" => Operator::ValidateUtf8Encoding,
+            other => return Err(format!("unknown operator \"@{other}\"")),
+        })
+    }
+
+    /// The name as ModSecurity prints it in "Matched ... Operator `Rx'" lines.
+    pub fn log_name(&self) -> &'static str {
+        match self {
+            Operator::Rx(_) => "Rx",
+            Operator::Pm(_) => "Pm",
+            Operator::Contains(_) => "Contains",
+            Operator::ContainsWord(_) => "ContainsWord",
+            Operator::Streq(_) => "StrEq",
+            Operator::StrMatch(_) => "StrMatch",
+            Operator::BeginsWith(_) => "BeginsWith",
+            Operator::EndsWith(_) => "EndsWith",
+            Operator::Within(_) => "Within",
+            Operator::Eq(_) => "Eq",
+            Operator::Ge(_) => "Ge",
+            Operator::Gt(_) => "Gt",
+            Operator::Le(_) => "Le",
+            Operator::Lt(_) => "Lt",
+            Operator::DetectSqli => "DetectSQLi",
+            Operator::DetectXss => "DetectXSS",
+            Operator::UnconditionalMatch => "UnconditionalMatch",
+            Operator::NoMatch => "NoMatch",
+            Operator::IpMatch(_) => "IpMatch",
+            Operator::ValidateByteRange(_) => "ValidateByteRange",
+            Operator::ValidateUrlEncoding => "ValidateUrlEncoding",
+            Operator::ValidateUtf8Encoding => "ValidateUtf8Encoding",
+        }
+    }
+
+    /// Evaluates the operator on one value. On a match, fills `caps` when
+    /// `capture` is set (index 0 is the whole match).
+    pub fn eval(&self, value: &[u8], ctx: &dyn Expand, capture: bool, caps: &mut Captures) -> bool {
+        match self {
+            Operator::Rx(r) => r.eval(value, capture, caps),
+            Operator::Pm(p) => p.eval(value, capture, caps),
+            Operator::Contains(p) => {
+                let needle = p.value(ctx);
+                let found = find(value, &needle).is_some();
+                if found && capture {
+                    caps.0 = vec![needle.to_vec()];
+                }
+                found
+            }
+            Operator::ContainsWord(p) => contains_word(value, &p.value(ctx)),
+            Operator::Streq(p) => value == p.value(ctx).as_ref(),
+            Operator::StrMatch(p) => find(value, &p.value(ctx)).is_some(),
+            Operator::BeginsWith(p) => value.starts_with(&p.value(ctx)),
+            Operator::EndsWith(p) => value.ends_with(&p.value(ctx)),
+            Operator::Within(p) => {
+                let hay = p.value(ctx);
+                value.is_empty() || find(&hay, value).is_some()
+            }
+            Operator::Eq(p) => to_int(value) == to_int(&p.value(ctx)),
+            Operator::Ge(p) => to_int(value) >= to_int(&p.value(ctx)),
+            Operator::Gt(p) => to_int(value) > to_int(&p.value(ctx)),
+            Operator::Le(p) => to_int(value) <= to_int(&p.value(ctx)),
+            Operator::Lt(p) => to_int(value) < to_int(&p.value(ctx)),
+            Operator::DetectSqli => match libinjection::detect_sqli(value) {
+                Some(fp) => {
+                    if capture {
+                        caps.0 = vec![fp.into_bytes()];
+                    }
+                    true
+                }
+                None => false,
+            },
+            Operator::DetectXss => libinjection::detect_xss(value),
+            Operator::UnconditionalMatch => true,
+            Operator::NoMatch => false,
+            Operator::IpMatch(set) => std::str::from_utf8(value).ok().is_some_and(|s| set.contains_str(s)),
+            Operator::ValidateByteRange(r) => r.invalid(value),
+            Operator::ValidateUrlEncoding => validate::url_encoding_invalid(value),
+            Operator::ValidateUtf8Encoding => validate::utf8_invalid(value),
+        }
+    }
+}
+
+/// Substring search (empty needle matches).
+pub fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    if needle.is_empty() {
+        return Some(0);
+    }
+    memchr_find(hay, needle)
+}
+
+fn memchr_find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    let first = *needle.first()?;
+    let mut i = 0;
+    while i + needle.len() <= hay.len() {
+        let rest = hay.get(i..)?;
+        let off = rest.iter().position(|&b| b == first)?;
+        i += off;
+        if hay.get(i..i + needle.len()) == Some(needle) {
+            return Some(i);
+        }
+        i += 1;
+    }
+    None
+}
+
+fn contains_word(value: &[u8], word: &[u8]) -> bool {
+    if word.is_empty() {
+        return true;
+    }
+    let is_word = |b: Option<&u8>| b.is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'_');
+    let mut start = 0;
+    while let Some(off) = value.get(start..).and_then(|h| find(h, word)) {
+        let pos = start + off;
+        let before = if pos == 0 { None } else { value.get(pos - 1) };
+        if !is_word(before) && !is_word(value.get(pos + word.len())) {
+            return true;
+        }
+        start = pos + 1;
+    }
+    false
+}
+
+/// ModSecurity's numeric reading of a value: optional spaces and sign, then
+/// leading digits; anything else reads as 0.
+pub fn to_int(v: &[u8]) -> i64 {
+    let s = std::str::from_utf8(v).unwrap_or("").trim();
+    let (neg, digits) = match s.as_bytes().first() {
+        Some(b'-') => (true, s.get(1..).unwrap_or("")),
+        Some(b'+') => (false, s.get(1..).unwrap_or("")),
+        _ => (false, s),
+    };
+    let mut n: i64 = 0;
+    for b in digits.bytes() {
+        if !b.is_ascii_digit() {
+            break;
+        }
+        n = n.saturating_mul(10).saturating_add(i64::from(b - b'0'));
+    }
+    if neg {
+        -n
+    } else {
+        n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct NoCtx;
+    impl Expand for NoCtx {
+        fn expand(&self, _: &[MacroPart]) -> Vec<u8> {
+            b"GET POST".to_vec()
+        }
+    }
+
+    fn op(name: &str, param: &str) -> Operator {
+        Operator::compile(name, param, &|_| None).unwrap()
+    }
+
+    fn ev(o: &Operator, v: &str) -> bool {
+        o.eval(v.as_bytes(), &NoCtx, false, &mut Captures::default())
+    }
+
+    #[test]
+    fn string_operators() {
+        assert!(ev(&op("contains", "/admin"), "/x/admin/y"));
+        assert!(!ev(&op("contains", "/admin"), "/x/adm"));
+        assert!(ev(&op("streq", "maliciouspayload"), "maliciouspayload"));
+        assert!(!ev(&op("streq", "maliciouspayload"), "maliciouspayload2"));
+        assert!(ev(&op("beginsWith", "ab"), "abc") && ev(&op("endsWith", "bc"), "abc"));
+        assert!(ev(&op("within", "%{tx.allowed_methods}"), "POST"));
+        assert!(!ev(&op("within", "%{tx.allowed_methods}"), "PUT"));
+        assert!(ev(&op("containsWord", "select"), "x select y") && !ev(&op("containsWord", "select"), "selection"));
+    }
+
+    #[test]
+    fn numeric_operators() {
+        assert!(ev(&op("eq", "0"), "") && ev(&op("gt", "5"), "12") && ev(&op("le", "-1"), "-3"));
+        assert!(ev(&op("ge", "%{tx.x}"), "0"));
+        assert_eq!(to_int(b"  42abc"), 42);
+    }
+
+    #[test]
+    fn unknown_operator_is_an_error() {
+        assert!(Operator::compile("rxx", "a", &|_| None).unwrap_err().contains("@rxx"));
+    }
+}

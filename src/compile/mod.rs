@@ -1,0 +1,613 @@
+//! Compiler: SecLang directives -> an immutable [`Ruleset`].
+//!
+//! The ruleset is built once per VM (in `on_configure`) and shared by every
+//! transaction (`Arc<Ruleset>`, `Send + Sync`). Everything that can be decided
+//! before a request arrives is decided here: operators are compiled, default
+//! actions merged, `block` resolved, `skipAfter` markers turned into indexes.
+
+use std::sync::Arc;
+
+use crate::actions::{Ctl, Disruptive, RuleActions, SetVar};
+use crate::embedded;
+use crate::error::Error;
+use crate::operators::Operator;
+use crate::seclang::{self, parse_actions, parse_operator, parse_variables, MacroPart, Selector};
+use crate::transforms::Transform;
+use crate::vars::{KeySel, Target, Var};
+
+/// `SecRuleEngine`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EngineMode {
+    On,
+    Off,
+    DetectionOnly,
+}
+
+impl EngineMode {
+    pub fn parse(v: &str) -> Result<EngineMode, String> {
+        match v.trim().to_ascii_lowercase().as_str() {
+            "on" => Ok(EngineMode::On),
+            "off" => Ok(EngineMode::Off),
+            "detectiononly" => Ok(EngineMode::DetectionOnly),
+            _ => Err(format!("expected On, Off or DetectionOnly, got \"{v}\"")),
+        }
+    }
+}
+
+/// `SecRequestBodyLimitAction` / `SecResponseBodyLimitAction`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LimitAction {
+    Reject,
+    ProcessPartial,
+}
+
+/// Engine settings set by directives.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub engine: EngineMode,
+    pub request_body_access: bool,
+    pub request_body_limit: usize,
+    pub request_body_no_files_limit: usize,
+    pub request_body_limit_action: LimitAction,
+    pub request_body_json_depth_limit: usize,
+    pub arguments_limit: usize,
+    pub response_body_access: bool,
+    pub response_body_limit: usize,
+    pub response_body_limit_action: LimitAction,
+    pub response_body_mime_types: Vec<String>,
+    pub component_signatures: Vec<String>,
+}
+
+impl Default for Settings {
+    fn default() -> Settings {
+        Settings {
+            engine: EngineMode::Off,
+            request_body_access: false,
+            request_body_limit: 13_107_200,
+            request_body_no_files_limit: 1_048_576,
+            request_body_limit_action: LimitAction::Reject,
+            request_body_json_depth_limit: 512,
+            arguments_limit: 1000,
+            response_body_access: false,
+            response_body_limit: 524_288,
+            response_body_limit_action: LimitAction::ProcessPartial,
+            response_body_mime_types: vec!["text/plain".into(), "text/html".into()],
+            component_signatures: Vec::new(),
+        }
+    }
+}
+
+/// One rule (or one link of a chain).
+#[derive(Debug)]
+pub struct Rule {
+    /// 0 for chain links after the head.
+    pub id: u64,
+    pub phase: u8,
+    pub file: Arc<str>,
+    pub line: usize,
+    pub targets: Vec<Target>,
+    pub operator: Operator,
+    pub negated: bool,
+    /// `@rx`, `@pm`... as written, and its parameter, for logs.
+    pub op_name: String,
+    pub op_param: String,
+    pub transforms: Vec<Transform>,
+    pub multi_match: bool,
+    pub capture: bool,
+    /// Resolved disruptive action (head: never `Block`; links: `Pass`).
+    pub disruptive: Disruptive,
+    pub status: u16,
+    pub log: bool,
+    pub auditlog: bool,
+    pub msg: Option<Vec<MacroPart>>,
+    pub logdata: Option<Vec<MacroPart>>,
+    pub tags: Vec<String>,
+    pub severity: Option<u8>,
+    pub ver: Option<String>,
+    pub rev: Option<String>,
+    pub maturity: Option<String>,
+    pub accuracy: Option<String>,
+    pub setvars: Vec<SetVar>,
+    pub ctls: Vec<Ctl>,
+    /// Index in the phase list to continue at (after the marker) on a match.
+    pub skip_after: Option<String>,
+    pub skip: u32,
+    pub chain: Option<Box<Rule>>,
+}
+
+/// An entry of a phase list.
+#[derive(Debug)]
+pub enum Entry {
+    Rule(Rule),
+    Marker(String),
+}
+
+/// The compiled rule set: settings and per-phase rule lists.
+#[derive(Debug)]
+pub struct Ruleset {
+    pub settings: Settings,
+    /// Index 0 = phase 1 ... index 4 = phase 5.
+    pub phases: [Vec<Entry>; 5],
+    /// Non-fatal remarks made while loading (e.g. `@rbl` can't reach the network).
+    pub warnings: Vec<String>,
+    /// For `skipAfter`: (phase index, entry index of the rule) -> entry index to jump to.
+    skip_targets: Vec<((usize, usize), usize)>,
+}
+
+const _: () = {
+    const fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Ruleset>();
+};
+
+impl Ruleset {
+    /// Compiles SecLang text. `origin` names it in errors (`directives_map[default]`).
+    pub fn compile(origin: &str, text: &str) -> Result<Ruleset, Error> {
+        let mut c = Compiler::default();
+        c.load(origin, text, 0)?;
+        c.finish()
+    }
+
+    /// Number of rules (chain heads) in all phases.
+    pub fn rule_count(&self) -> usize {
+        self.phases.iter().flatten().filter(|e| matches!(e, Entry::Rule(_))).count()
+    }
+
+    /// Where a rule at (phase, index) continues after a `skipAfter` match.
+    pub fn skip_target(&self, phase: usize, index: usize) -> Option<usize> {
+        self.skip_targets.iter().find(|(k, _)| *k == (phase, index)).map(|(_, v)| *v)
+    }
+}
+
+/// Defaults of one phase (`SecDefaultAction`).
+#[derive(Debug, Clone)]
+struct Defaults {
+    disruptive: Disruptive,
+    status: Option<u16>,
+    log: bool,
+    auditlog: bool,
+    transforms: Vec<Transform>,
+    tags: Vec<String>,
+    severity: Option<u8>,
+}
+
+impl Default for Defaults {
+    fn default() -> Defaults {
+        Defaults { disruptive: Disruptive::Pass, status: None, log: true, auditlog: true, transforms: Vec::new(), tags: Vec::new(), severity: None }
+    }
+}
+
+/// An item in load order, before phases are split.
+#[derive(Debug)]
+enum Item {
+    Rule(Rule),
+    Marker(String),
+}
+
+#[derive(Default)]
+struct Compiler {
+    settings: Settings,
+    defaults: [Defaults; 5],
+    items: Vec<Item>,
+    /// A chain in progress: head first, then links.
+    pending_chain: Vec<Rule>,
+    warnings: Vec<String>,
+    removals: Vec<Removal>,
+}
+
+enum Removal {
+    Ids(Vec<(u64, u64)>),
+    Tag(String),
+    Msg(String),
+}
+
+const MAX_INCLUDE_DEPTH: usize = 8;
+
+fn parse_size(v: &str) -> Result<usize, String> {
+    v.trim().parse::<usize>().map_err(|_| format!("expected a number of bytes, got \"{v}\""))
+}
+
+fn on_off(v: &str) -> Result<bool, String> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err(format!("expected On or Off, got \"{v}\"")),
+    }
+}
+
+/// Directives accepted and ignored (logging/storage settings that have no
+/// meaning inside a proxy-wasm filter).
+const IGNORED_DIRECTIVES: &[&str] = &[
+    "secauditengine", "secauditlog", "secauditlog2", "secauditlogparts", "secauditlogrelevantstatus", "secauditlogstorage_dir",
+    "secauditlogstoragedir", "secauditlogtype", "secauditlogformat", "secauditlogdirmode", "secauditlogfilemode", "secdebuglog",
+    "secdebugloglevel", "sectmpdir", "secdatadir", "secuploaddir", "secuploadkeepfiles", "secuploadfilemode", "secuploadfilelimit",
+    "seccollectiontimeout", "secargumentseparator", "seccookieformat", "secunicodemapfile", "secstatusengine", "secpcrematchlimit",
+    "secpcrematchlimitrecursion", "secrequestbodyinmemorylimit", "sectmpsaveuploadedfiles", "secconnengine", "sechttpblkey",
+    "secremoterules", "secremoterulesfailaction", "secgeolookupdb", "secgsblookupdb", "secxmlexternalentity", "secserversignature",
+    "secwebappid", "secsensorid", "seccachetransformations", "secresponsebodyinmemorylimit", "secinterceptonerror", "secunicodecodepage",
+    "secrulescript", "secresponsebodylimitaction_", "secrequestbodynofileslimit_",
+];
+
+impl Compiler {
+    fn load(&mut self, origin: &str, text: &str, depth: usize) -> Result<(), Error> {
+        let file: Arc<str> = Arc::from(origin);
+        for d in seclang::lex(origin, text)? {
+            let at = |offset: usize, msg: String| Error::at(origin, text, offset, msg);
+            let arg = |i: usize| d.args.get(i).map(|a| a.text.as_str()).unwrap_or("");
+            let need_args = |n: usize| -> Result<(), Error> {
+                if d.args.len() < n {
+                    Err(at(d.offset, format!("{} expects {} argument(s), got {}", d.name, n, d.args.len())))
+                } else {
+                    Ok(())
+                }
+            };
+            let arg_at = |i: usize| d.args.get(i).map(|a| a.offset).unwrap_or(d.offset);
+            let name = d.name.to_ascii_lowercase();
+            if !self.pending_chain.is_empty() && name != "secrule" {
+                return Err(at(d.offset, "a chained rule must be followed by a SecRule".into()));
+            }
+            let setting = |r: Result<(), String>| r.map_err(|m| at(arg_at(0), format!("{}: {m}", d.name)));
+            match name.as_str() {
+                "include" => {
+                    need_args(1)?;
+                    let target = arg(0);
+                    if depth >= MAX_INCLUDE_DEPTH {
+                        return Err(at(d.offset, format!("Include nested more than {MAX_INCLUDE_DEPTH} levels")));
+                    }
+                    if !target.starts_with('@') {
+                        return Err(at(arg_at(0), format!("Include \"{target}\": only embedded files (@name) can be included; known: {}", embedded::names().collect::<Vec<_>>().join(", "))));
+                    }
+                    let files = embedded::lookup(target);
+                    if files.is_empty() {
+                        let hint = if target.starts_with("@owasp_crs") || target == "@crs-setup-conf" {
+                            " (this build has no OWASP CRS: build with CRS_DIR set)"
+                        } else {
+                            ""
+                        };
+                        return Err(at(arg_at(0), format!("Include \"{target}\": no such embedded file{hint}")));
+                    }
+                    for (n, t) in files {
+                        self.load(n, t, depth + 1)?;
+                    }
+                }
+                "secruleengine" => {
+                    need_args(1)?;
+                    setting(EngineMode::parse(arg(0)).map(|m| self.settings.engine = m))?;
+                }
+                "secrequestbodyaccess" => {
+                    need_args(1)?;
+                    setting(on_off(arg(0)).map(|v| self.settings.request_body_access = v))?;
+                }
+                "secresponsebodyaccess" => {
+                    need_args(1)?;
+                    setting(on_off(arg(0)).map(|v| self.settings.response_body_access = v))?;
+                }
+                "secrequestbodylimit" => {
+                    need_args(1)?;
+                    setting(parse_size(arg(0)).map(|v| self.settings.request_body_limit = v))?;
+                }
+                "secrequestbodynofileslimit" => {
+                    need_args(1)?;
+                    setting(parse_size(arg(0)).map(|v| self.settings.request_body_no_files_limit = v))?;
+                }
+                "secresponsebodylimit" => {
+                    need_args(1)?;
+                    setting(parse_size(arg(0)).map(|v| self.settings.response_body_limit = v))?;
+                }
+                "secrequestbodyjsondepthlimit" => {
+                    need_args(1)?;
+                    setting(parse_size(arg(0)).map(|v| self.settings.request_body_json_depth_limit = v))?;
+                }
+                "secargumentslimit" => {
+                    need_args(1)?;
+                    setting(parse_size(arg(0)).map(|v| self.settings.arguments_limit = v))?;
+                }
+                "secrequestbodylimitaction" | "secresponsebodylimitaction" => {
+                    need_args(1)?;
+                    let a = match arg(0).to_ascii_lowercase().as_str() {
+                        "reject" => LimitAction::Reject,
+                        "processpartial" => LimitAction::ProcessPartial,
+                        _ => return Err(at(arg_at(0), format!("{}: expected Reject or ProcessPartial, got \"{}\"", d.name, arg(0)))),
+                    };
+                    if name == "secrequestbodylimitaction" {
+                        self.settings.request_body_limit_action = a;
+                    } else {
+                        self.settings.response_body_limit_action = a;
+                    }
+                }
+                "secresponsebodymimetype" => {
+                    self.settings.response_body_mime_types = d.args.iter().flat_map(|a| a.text.split_ascii_whitespace().map(|s| s.to_ascii_lowercase())).collect();
+                }
+                "secresponsebodymimetypesclear" => self.settings.response_body_mime_types.clear(),
+                "seccomponentsignature" => {
+                    need_args(1)?;
+                    self.settings.component_signatures.push(arg(0).to_string());
+                }
+                "secmarker" => {
+                    need_args(1)?;
+                    self.items.push(Item::Marker(arg(0).trim().to_string()));
+                }
+                "secdefaultaction" => {
+                    need_args(1)?;
+                    let list = parse_actions(arg(0)).map_err(|(o, m)| at(arg_at(0) + o, m))?;
+                    let a = RuleActions::parse(&list).map_err(|(o, m)| at(arg_at(0) + o, m))?;
+                    let phase = a.phase.ok_or_else(|| at(arg_at(0), "SecDefaultAction must name a phase".into()))?;
+                    let disruptive = a.disruptive.clone().ok_or_else(|| at(arg_at(0), "SecDefaultAction must name a disruptive action".into()))?;
+                    let slot = self.defaults.get_mut(usize::from(phase - 1)).ok_or_else(|| at(arg_at(0), "bad phase".into()))?;
+                    *slot = Defaults {
+                        disruptive,
+                        status: a.status,
+                        log: a.log.unwrap_or(true),
+                        auditlog: a.auditlog.unwrap_or(true),
+                        transforms: a.transforms,
+                        tags: a.tags,
+                        severity: a.severity,
+                    };
+                }
+                "secrule" => {
+                    need_args(2)?;
+                    let actions = d.args.get(2).map(|a| (a.text.as_str(), a.offset));
+                    self.rule(&file, origin, text, d.offset, Some((arg(0), arg_at(0))), Some((arg(1), arg_at(1))), actions)?;
+                }
+                "secaction" => {
+                    need_args(1)?;
+                    self.rule(&file, origin, text, d.offset, None, None, Some((arg(0), arg_at(0))))?;
+                }
+                "secruleremovebyid" => {
+                    let joined = d.args.iter().map(|a| a.text.as_str()).collect::<Vec<_>>().join(" ");
+                    let ids = crate::actions::id_ranges(&joined).map_err(|m| at(arg_at(0), format!("SecRuleRemoveById: {m}")))?;
+                    self.removals.push(Removal::Ids(ids));
+                }
+                "secruleremovebytag" => {
+                    need_args(1)?;
+                    self.removals.push(Removal::Tag(arg(0).to_string()));
+                }
+                "secruleremovebymsg" => {
+                    need_args(1)?;
+                    self.removals.push(Removal::Msg(arg(0).to_string()));
+                }
+                other if IGNORED_DIRECTIVES.contains(&other) => {}
+                _ => return Err(at(d.offset, format!("unknown directive \"{}\"", d.name))),
+            }
+        }
+        if !self.pending_chain.is_empty() && depth == 0 {
+            let off = text.len();
+            return Err(Error::at(origin, text, off, "the last rule has `chain` but no rule follows"));
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn rule(&mut self, file: &Arc<str>, origin: &str, text: &str, offset: usize, vars: Option<(&str, usize)>, op: Option<(&str, usize)>, actions: Option<(&str, usize)>) -> Result<(), Error> {
+        let at = |o: usize, msg: String| Error::at(origin, text, o, msg);
+        let line = Error::at(origin, text, offset, "").line;
+        let in_chain = !self.pending_chain.is_empty();
+        let parsed = match actions {
+            Some((t, o)) => {
+                let list = parse_actions(t).map_err(|(e, m)| at(o + e, m))?;
+                RuleActions::parse(&list).map_err(|(e, m)| at(o + e, m))?
+            }
+            None => RuleActions::default(),
+        };
+        let head = self.pending_chain.first();
+        let phase = match head {
+            Some(h) => h.phase,
+            None => parsed.phase.unwrap_or(2),
+        };
+        if in_chain {
+            if parsed.id.is_some() {
+                return Err(at(actions.map(|a| a.1).unwrap_or(offset), "a chained rule cannot have an id".into()));
+            }
+        } else if parsed.id.is_none() {
+            return Err(at(actions.map(|a| a.1).unwrap_or(offset), "rule has no id".into()));
+        }
+        if let Some(id) = parsed.id {
+            if self.id_exists(id) {
+                return Err(at(actions.map(|a| a.1).unwrap_or(offset), format!("duplicate rule id {id}")));
+            }
+        }
+        let defaults = self.defaults.get(usize::from(phase - 1)).cloned().unwrap_or_default();
+
+        // Targets.
+        let mut targets: Vec<Target> = Vec::new();
+        if let Some((vtext, voff)) = vars {
+            let list = parse_variables(vtext).map_err(|(o, m)| at(voff + o, m))?;
+            let mut exclusions: Vec<(Var, KeySel)> = Vec::new();
+            for v in list {
+                let var = Var::from_name(&v.name).ok_or_else(|| at(voff + v.offset, format!("unknown variable \"{}\"", v.name)))?;
+                let sel = match &v.selector {
+                    Selector::None => KeySel::All,
+                    Selector::Key(k) => {
+                        if !var.is_collection() {
+                            return Err(at(voff + v.offset, format!("variable {} takes no selector", var.name())));
+                        }
+                        KeySel::Key(k.to_ascii_lowercase())
+                    }
+                    Selector::Regex(r) => {
+                        let re = regex::bytes::RegexBuilder::new(r)
+                            .case_insensitive(true)
+                            .unicode(false)
+                            .build()
+                            .map_err(|e| at(voff + v.offset, format!("bad selector regex /{r}/: {e}")))?;
+                        KeySel::Regex(re)
+                    }
+                };
+                if v.negated {
+                    exclusions.push((var, sel));
+                } else {
+                    targets.push(Target { var, sel, count: v.count, exclude: Vec::new() });
+                }
+            }
+            for (var, sel) in exclusions {
+                for t in targets.iter_mut().filter(|t| t.var == var) {
+                    t.exclude.push(sel.clone());
+                }
+            }
+        }
+
+        // Operator.
+        let (operator, negated, op_name, op_param) = match op {
+            Some((otext, ooff)) => {
+                let o = parse_operator(otext);
+                let compiled = Operator::compile(&o.name, &o.param, &|f| embedded::data_file(f).map(str::to_string))
+                    .map_err(|m| at(ooff + if m.starts_with("unknown operator") { o.offset } else { o.param_offset }, m))?;
+                if matches!(o.name.to_ascii_lowercase().as_str(), "rbl" | "geolookup") {
+                    self.warnings.push(format!("{origin}:{line}: @{} never matches inside the proxy-wasm VM (no network)", o.name));
+                }
+                (compiled, o.negated, o.name, o.param)
+            }
+            None => (Operator::UnconditionalMatch, false, "unconditionalMatch".to_string(), String::new()),
+        };
+
+        // Transformations: defaults first unless t:none.
+        let mut transforms = if parsed.t_none { Vec::new() } else { defaults.transforms.clone() };
+        transforms.extend(parsed.transforms.iter().copied());
+
+        let disruptive = if in_chain {
+            Disruptive::Pass
+        } else {
+            match parsed.disruptive.clone() {
+                Some(Disruptive::Block) | None if parsed.disruptive.is_some() => defaults.disruptive.clone(),
+                Some(d) => d,
+                None => defaults.disruptive.clone(),
+            }
+        };
+        let status = parsed.status.or(defaults.status).unwrap_or(403);
+        let mut tags = defaults.tags.clone();
+        tags.extend(parsed.tags.iter().cloned());
+
+        let rule = Rule {
+            id: parsed.id.unwrap_or(0),
+            phase,
+            file: file.clone(),
+            line,
+            targets,
+            operator,
+            negated,
+            op_name,
+            op_param,
+            transforms,
+            multi_match: parsed.multi_match,
+            capture: parsed.capture,
+            disruptive,
+            status,
+            log: parsed.log.unwrap_or(defaults.log),
+            auditlog: parsed.auditlog.unwrap_or(defaults.auditlog),
+            msg: parsed.msg,
+            logdata: parsed.logdata,
+            tags,
+            severity: parsed.severity.or(defaults.severity),
+            ver: parsed.ver,
+            rev: parsed.rev,
+            maturity: parsed.maturity,
+            accuracy: parsed.accuracy,
+            setvars: parsed.setvars,
+            ctls: parsed.ctls,
+            skip_after: parsed.skip_after,
+            skip: parsed.skip,
+            chain: None,
+        };
+        self.pending_chain.push(rule);
+        if !parsed.chain {
+            // Close the chain: fold links into the head.
+            let mut links = std::mem::take(&mut self.pending_chain);
+            let mut tail: Option<Box<Rule>> = None;
+            while let Some(mut r) = links.pop() {
+                r.chain = tail.take();
+                tail = Some(Box::new(r));
+            }
+            if let Some(head) = tail {
+                self.items.push(Item::Rule(*head));
+            }
+        }
+        Ok(())
+    }
+
+    fn id_exists(&self, id: u64) -> bool {
+        self.items.iter().any(|i| matches!(i, Item::Rule(r) if r.id == id))
+    }
+
+    fn finish(mut self) -> Result<Ruleset, Error> {
+        let removals = std::mem::take(&mut self.removals);
+        let removed = |r: &Rule| {
+            removals.iter().any(|rm| match rm {
+                Removal::Ids(ranges) => ranges.iter().any(|&(a, b)| (a..=b).contains(&r.id)),
+                Removal::Tag(t) => r.tags.iter().any(|x| x == t),
+                Removal::Msg(m) => r.msg.as_ref().is_some_and(|parts| matches!(parts.as_slice(), [MacroPart::Lit(l)] if l == m)),
+            })
+        };
+        let mut phases: [Vec<Entry>; 5] = Default::default();
+        for item in self.items {
+            match item {
+                Item::Rule(r) => {
+                    if removed(&r) {
+                        continue;
+                    }
+                    if let Some(list) = phases.get_mut(usize::from(r.phase - 1)) {
+                        list.push(Entry::Rule(r));
+                    }
+                }
+                Item::Marker(m) => {
+                    // A marker is a point in every phase's list.
+                    for list in phases.iter_mut() {
+                        list.push(Entry::Marker(m.clone()));
+                    }
+                }
+            }
+        }
+        let mut skip_targets = Vec::new();
+        for (p, list) in phases.iter().enumerate() {
+            for (i, e) in list.iter().enumerate() {
+                if let Entry::Rule(Rule { skip_after: Some(name), .. }) = e {
+                    let target = list.iter().enumerate().skip(i + 1).find(|(_, e)| matches!(e, Entry::Marker(m) if m == name)).map(|(j, _)| j + 1).unwrap_or(list.len());
+                    skip_targets.push(((p, i), target));
+                }
+            }
+        }
+        Ok(Ruleset { settings: self.settings, phases, warnings: self.warnings, skip_targets })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compiles_the_targeted_tier() {
+        let rs = Ruleset::compile("t", "Include @targeted").unwrap();
+        assert_eq!(rs.rule_count(), 5);
+        assert_eq!(rs.settings.engine, EngineMode::On);
+        assert!(rs.settings.request_body_access);
+        assert_eq!(rs.settings.request_body_limit_action, LimitAction::ProcessPartial);
+    }
+
+    #[test]
+    fn errors_name_file_line_and_column() {
+        let e = Ruleset::compile("directives_map[default]", "SecRuleEngine On\nSecRule ARGS \"@rxx a\" \"id:1\"").unwrap_err();
+        assert_eq!((e.line, e.col, e.msg.as_str()), (2, 15, "unknown operator \"@rxx\""));
+        let e = Ruleset::compile("f", "SecFoo bar").unwrap_err();
+        assert_eq!(e.msg, "unknown directive \"SecFoo\"");
+        let e = Ruleset::compile("f", "SecRule ARGS \"@rx (\" \"id:1\"").unwrap_err();
+        assert!(e.msg.contains("invalid regular expression"), "{e}");
+        assert_eq!(e.col, 19);
+        let e = Ruleset::compile("f", "SecRule ARGS \"@rx a\" \"phase:2\"").unwrap_err();
+        assert_eq!(e.msg, "rule has no id");
+        let e = Ruleset::compile("f", "SecRule NOPE \"@rx a\" \"id:1\"").unwrap_err();
+        assert_eq!(e.msg, "unknown variable \"NOPE\"");
+        let e = Ruleset::compile("f", "Include @nope").unwrap_err();
+        assert!(e.msg.contains("no such embedded file"));
+    }
+
+    #[test]
+    fn block_resolves_to_the_default_action() {
+        let rs = Ruleset::compile("f", "SecDefaultAction \"phase:2,log,auditlog,deny,status:406\"\nSecRule ARGS \"@rx a\" \"id:1,block\"").unwrap();
+        let Some(Entry::Rule(r)) = rs.phases[1].first() else { panic!("no rule") };
+        assert_eq!((r.disruptive.clone(), r.status), (Disruptive::Deny, 406));
+    }
+
+    #[test]
+    fn removal_and_markers() {
+        let rs = Ruleset::compile("f", "SecRule ARGS \"@rx a\" \"id:1,phase:1,skipAfter:END\"\nSecRule ARGS \"@rx b\" \"id:2,phase:1\"\nSecMarker END\nSecRule ARGS \"@rx c\" \"id:3,phase:1\"\nSecRuleRemoveById 2").unwrap();
+        assert_eq!(rs.rule_count(), 2);
+        assert_eq!(rs.skip_target(0, 0), Some(2));
+    }
+}

@@ -1,0 +1,123 @@
+//! `@rx`: a linear-time regular expression on bytes.
+//!
+//! ModSecurity compiles with PCRE `DOTALL|MULTILINE` and without UTF mode, so
+//! we build a byte regex with Unicode off (ASCII `\w`, `\s`; `.` any byte),
+//! dot-matches-newline and multi-line anchors. `\x{hh}` escapes below 0x100
+//! are rewritten to `\xhh` (byte escapes); patterns that need Unicode mode to
+//! compile at all fall back to it.
+//!
+//! Example: `SecRule ARGS "@rx (?i)union\s+select" "id:1,deny"`.
+
+use super::Captures;
+use regex::bytes::{Regex, RegexBuilder};
+
+#[derive(Debug)]
+pub struct Rx {
+    re: Regex,
+}
+
+fn build(pattern: &str, unicode: bool) -> Result<Regex, regex::Error> {
+    RegexBuilder::new(pattern)
+        .unicode(unicode)
+        .dot_matches_new_line(true)
+        .multi_line(true)
+        .size_limit(64 << 20)
+        .dfa_size_limit(8 << 20)
+        .build()
+}
+
+/// Rewrites `\x{hh}` (hh < 0x100) into `\xhh` so it names a byte.
+fn byte_escapes(pattern: &str) -> String {
+    let mut out = String::with_capacity(pattern.len());
+    let mut rest = pattern;
+    while let Some(pos) = rest.find("\\x{") {
+        // Count the backslashes before: an escaped backslash is not an escape.
+        let before = rest.get(..pos).unwrap_or("");
+        let slashes = before.bytes().rev().take_while(|&b| b == b'\\').count();
+        let after = rest.get(pos + 3..).unwrap_or("");
+        let close = after.find('}');
+        match close {
+            Some(end) if slashes % 2 == 0 => {
+                let hex = after.get(..end).unwrap_or("");
+                match u32::from_str_radix(hex, 16) {
+                    Ok(v) if v < 0x100 && !hex.is_empty() => {
+                        out.push_str(before);
+                        out.push_str(&format!("\\x{v:02x}"));
+                    }
+                    _ => {
+                        out.push_str(before);
+                        out.push_str("\\x{");
+                        out.push_str(hex);
+                        out.push('}');
+                    }
+                }
+                rest = after.get(end + 1..).unwrap_or("");
+            }
+            _ => {
+                out.push_str(rest.get(..pos + 3).unwrap_or(""));
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+impl Rx {
+    pub fn new(pattern: &str) -> Result<Rx, String> {
+        let pattern = if pattern.is_empty() { ".*" } else { pattern };
+        let rewritten = byte_escapes(pattern);
+        match build(&rewritten, false) {
+            Ok(re) => Ok(Rx { re }),
+            Err(first) => build(pattern, true).map(|re| Rx { re }).map_err(|_| format!("invalid regular expression: {first}")),
+        }
+    }
+
+    pub fn eval(&self, value: &[u8], capture: bool, caps: &mut Captures) -> bool {
+        if !capture {
+            return self.re.is_match(value);
+        }
+        match self.re.captures(value) {
+            Some(c) => {
+                caps.0 = c.iter().take(10).map(|m| m.map(|m| m.as_bytes().to_vec()).unwrap_or_default()).collect();
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub fn regex(&self) -> &Regex {
+        &self.re
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pcre_like_flags() {
+        let r = Rx::new("a.b").unwrap();
+        assert!(r.eval(b"a\nb", false, &mut Captures::default()));
+        let r = Rx::new("^b$").unwrap();
+        assert!(r.eval(b"a\nb\nc", false, &mut Captures::default()));
+        let r = Rx::new("\\w+").unwrap();
+        let mut c = Captures::default();
+        assert!(r.eval("é".as_bytes(), false, &mut c) == false);
+    }
+
+    #[test]
+    fn byte_escapes_and_captures() {
+        let r = Rx::new("[\\x{80}-\\x{ff}]").unwrap();
+        assert!(r.eval(&[0x41, 0xfe], false, &mut Captures::default()));
+        let r = Rx::new("(a)(b)?c").unwrap();
+        let mut c = Captures::default();
+        assert!(r.eval(b"xacx", true, &mut c));
+        assert_eq!(c.0, vec![b"ac".to_vec(), b"a".to_vec(), Vec::new()]);
+    }
+
+    #[test]
+    fn bad_pattern_is_reported() {
+        assert!(Rx::new("(unclosed").unwrap_err().contains("invalid regular expression"));
+    }
+}

@@ -1,0 +1,446 @@
+//! Rule evaluation: collecting variable values, transformations, operators,
+//! chains, actions, and the phase loop.
+
+use std::borrow::Cow;
+
+use super::{log, InterruptAction, Interruption, Transaction};
+use crate::actions::{Ctl, Disruptive, SetOp};
+use crate::compile::{EngineMode, Entry, Rule, Ruleset};
+use crate::operators::{Captures, Expand};
+use crate::seclang::MacroPart;
+use crate::vars::{KeySel, Target, Var};
+
+/// `MATCHED_VAR`, `MATCHED_VAR_NAME` and `MATCHED_VARS` of the current rule.
+#[derive(Debug, Default)]
+pub(crate) struct Matched {
+    pub var: Vec<u8>,
+    pub var_name: String,
+    pub vars: Vec<(String, Vec<u8>)>,
+}
+
+/// A `ctl:ruleRemoveTarget*` in force for this transaction.
+#[derive(Debug, Clone)]
+pub(crate) struct TargetRemoval {
+    pub ids: Vec<(u64, u64)>,
+    pub tag: Option<String>,
+    pub var: Var,
+    pub sel: KeySel,
+}
+
+/// One value a target produced: its full name (`ARGS:id`) and bytes.
+type Value<'a> = (String, Cow<'a, [u8]>);
+
+fn push_list<'a>(out: &mut Vec<Value<'a>>, t: &Target, prefix: &str, list: &'a [(Vec<u8>, Vec<u8>)], names: bool, removed: &dyn Fn(&[u8]) -> bool) {
+    for (k, v) in list {
+        if t.sel.matches(k) && !t.excluded(k) && !removed(k) {
+            let name = format!("{prefix}:{}", String::from_utf8_lossy(k));
+            out.push((name, Cow::Borrowed(if names { k.as_slice() } else { v.as_slice() })));
+        }
+    }
+}
+
+fn scalar<'a>(out: &mut Vec<Value<'a>>, var: Var, v: Cow<'a, [u8]>) {
+    out.push((var.name().to_string(), v));
+}
+
+/// Collects the values of one target. `rule` is the chain head (for
+/// `ctl:ruleRemoveTarget*`).
+pub(crate) fn collect<'a>(t: &'a Transaction, target: &Target, rule: Option<&Rule>, out: &mut Vec<Value<'a>>) {
+    let start = out.len();
+    let removed = |k: &[u8]| -> bool {
+        let Some(rule) = rule else { return false };
+        t.removed_targets.iter().any(|r| {
+            r.var == target.var
+                && r.sel.matches(k)
+                && (r.ids.iter().any(|&(a, b)| (a..=b).contains(&rule.id)) || r.tag.as_ref().is_some_and(|tag| rule.tags.iter().any(|x| x == tag)))
+        })
+    };
+    let r = &t.req;
+    let var = target.var;
+    let name = var.name();
+    match var {
+        Var::Args => {
+            push_list(out, target, name, &r.args_get, false, &removed);
+            push_list(out, target, name, &r.args_post, false, &removed);
+        }
+        Var::ArgsGet => push_list(out, target, name, &r.args_get, false, &removed),
+        Var::ArgsPost => push_list(out, target, name, &r.args_post, false, &removed),
+        Var::ArgsNames => {
+            push_list(out, target, name, &r.args_get, true, &removed);
+            push_list(out, target, name, &r.args_post, true, &removed);
+        }
+        Var::ArgsGetNames => push_list(out, target, name, &r.args_get, true, &removed),
+        Var::ArgsPostNames => push_list(out, target, name, &r.args_post, true, &removed),
+        Var::ArgsCombinedSize => {
+            let n: usize = r.args_get.iter().chain(r.args_post.iter()).map(|(k, v)| k.len() + v.len()).sum();
+            scalar(out, var, Cow::Owned(n.to_string().into_bytes()));
+        }
+        Var::RequestHeaders => push_list(out, target, name, &r.headers, false, &removed),
+        Var::RequestHeadersNames => push_list(out, target, name, &r.headers, true, &removed),
+        Var::RequestCookies => push_list(out, target, name, &r.cookies, false, &removed),
+        Var::RequestCookiesNames => push_list(out, target, name, &r.cookies, true, &removed),
+        Var::ResponseHeaders => push_list(out, target, name, &r.response_headers, false, &removed),
+        Var::ResponseHeadersNames => push_list(out, target, name, &r.response_headers, true, &removed),
+        Var::RequestUri => scalar(out, var, Cow::Borrowed(&r.uri)),
+        Var::RequestUriRaw => scalar(out, var, Cow::Borrowed(&r.uri_raw)),
+        Var::RequestFilename => scalar(out, var, Cow::Borrowed(&r.filename)),
+        Var::RequestBasename => scalar(out, var, Cow::Borrowed(&r.basename)),
+        Var::RequestMethod => scalar(out, var, Cow::Borrowed(&r.method)),
+        Var::RequestProtocol => scalar(out, var, Cow::Borrowed(&r.protocol)),
+        Var::RequestLine => scalar(out, var, Cow::Borrowed(&r.request_line)),
+        Var::QueryString => scalar(out, var, Cow::Borrowed(&r.query_string)),
+        Var::RequestBody => {
+            let visible = r.body_processed && (r.reqbody_processor.as_slice() != b"JSON" || t.force_request_body_variable || true);
+            if visible && !r.body.is_empty() {
+                scalar(out, var, Cow::Borrowed(&r.body));
+            }
+        }
+        Var::RequestBodyLength => {
+            if r.body_processed && !r.body.is_empty() {
+                scalar(out, var, Cow::Owned(r.body.len().to_string().into_bytes()));
+            }
+        }
+        Var::ReqbodyError => scalar(out, var, Cow::Borrowed(if r.reqbody_error { b"1" } else { b"0" })),
+        Var::ReqbodyErrorMsg => scalar(out, var, Cow::Borrowed(&r.reqbody_error_msg)),
+        Var::ReqbodyProcessor => scalar(out, var, Cow::Borrowed(&r.reqbody_processor)),
+        Var::RemoteAddr => scalar(out, var, Cow::Borrowed(r.client_ip.as_bytes())),
+        Var::RemotePort => scalar(out, var, Cow::Owned(r.client_port.to_string().into_bytes())),
+        Var::ServerAddr => scalar(out, var, Cow::Borrowed(r.server_ip.as_bytes())),
+        Var::ServerPort => scalar(out, var, Cow::Owned(r.server_port.to_string().into_bytes())),
+        Var::ServerName => scalar(out, var, Cow::Borrowed(&r.server_name)),
+        Var::UniqueId => scalar(out, var, Cow::Borrowed(t.unique_id.as_bytes())),
+        Var::Tx => {
+            let mut keys: Vec<&String> = t.tx.keys().filter(|k| target.sel.matches(k.as_bytes()) && !target.excluded(k.as_bytes()) && !removed(k.as_bytes())).collect();
+            keys.sort();
+            for k in keys {
+                if let Some(v) = t.tx.get(k) {
+                    out.push((format!("TX:{k}"), Cow::Borrowed(v.as_slice())));
+                }
+            }
+        }
+        Var::Env => {}
+        Var::MatchedVar => {
+            if !t.matched.var_name.is_empty() {
+                scalar(out, var, Cow::Borrowed(&t.matched.var));
+            }
+        }
+        Var::MatchedVarName => {
+            if !t.matched.var_name.is_empty() {
+                scalar(out, var, Cow::Borrowed(t.matched.var_name.as_bytes()));
+            }
+        }
+        Var::MatchedVars | Var::MatchedVarsNames => {
+            for (n, v) in &t.matched.vars {
+                if target.sel.matches(n.as_bytes()) && !target.excluded(n.as_bytes()) {
+                    let value: &[u8] = if var == Var::MatchedVars { v } else { n.as_bytes() };
+                    out.push((format!("{}:{n}", var.name()), Cow::Borrowed(value)));
+                }
+            }
+        }
+        Var::ResponseStatus => {
+            if r.response_status != 0 {
+                scalar(out, var, Cow::Owned(r.response_status.to_string().into_bytes()));
+            }
+        }
+        Var::ResponseProtocol => scalar(out, var, Cow::Borrowed(r.response_protocol.as_bytes())),
+        Var::ResponseContentType => scalar(out, var, Cow::Borrowed(r.response_content_type.as_bytes())),
+        Var::ResponseContentLength => {
+            if r.response_body_seen {
+                scalar(out, var, Cow::Owned(r.response_body.len().to_string().into_bytes()));
+            }
+        }
+        Var::ResponseBody => {
+            if r.response_body_seen {
+                scalar(out, var, Cow::Borrowed(&r.response_body));
+            }
+        }
+        Var::Duration => scalar(out, var, Cow::Borrowed(b"0")),
+        Var::WebserverErrorLog => {}
+    }
+    if target.count {
+        let n = out.len() - start;
+        out.truncate(start);
+        out.push((format!("&{name}"), Cow::Owned(n.to_string().into_bytes())));
+    }
+}
+
+/// Macro expansion context: the transaction and the rule being run.
+pub(crate) struct Ctx<'a> {
+    pub t: &'a Transaction,
+    pub rule: Option<&'a Rule>,
+}
+
+impl Expand for Ctx<'_> {
+    fn expand(&self, parts: &[MacroPart]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for p in parts {
+            match p {
+                MacroPart::Lit(s) => out.extend_from_slice(s.as_bytes()),
+                MacroPart::Var { name, key } => out.extend_from_slice(&self.lookup(name, key.as_deref())),
+            }
+        }
+        out
+    }
+}
+
+impl Ctx<'_> {
+    fn lookup(&self, name: &str, key: Option<&str>) -> Vec<u8> {
+        if name.eq_ignore_ascii_case("rule") {
+            let Some(rule) = self.rule else { return Vec::new() };
+            return match key.unwrap_or("").to_ascii_lowercase().as_str() {
+                "id" => rule.id.to_string().into_bytes(),
+                "msg" => rule.msg.as_ref().map(|m| self.expand(m)).unwrap_or_default(),
+                "severity" => rule.severity.map(|s| s.to_string().into_bytes()).unwrap_or_default(),
+                "logdata" => rule.logdata.as_ref().map(|m| self.expand(m)).unwrap_or_default(),
+                "ver" => rule.ver.clone().unwrap_or_default().into_bytes(),
+                "rev" => rule.rev.clone().unwrap_or_default().into_bytes(),
+                "phase" => rule.phase.to_string().into_bytes(),
+                _ => Vec::new(),
+            };
+        }
+        let Some(var) = Var::from_name(name) else { return Vec::new() };
+        let sel = match key {
+            Some(k) if var.is_collection() => KeySel::Key(k.to_ascii_lowercase()),
+            _ => KeySel::All,
+        };
+        let target = Target { var, sel, count: false, exclude: Vec::new() };
+        let mut vals = Vec::new();
+        collect(self.t, &target, None, &mut vals);
+        vals.into_iter().next().map(|(_, v)| v.into_owned()).unwrap_or_default()
+    }
+}
+
+/// What one matched value recorded.
+struct Hit {
+    name: String,
+    value: Vec<u8>,
+    captures: Option<Vec<Vec<u8>>>,
+}
+
+/// Evaluates one link of a chain; returns its hits (empty = no match).
+fn eval_link(t: &Transaction, link: &Rule, head: &Rule) -> Vec<Hit> {
+    let mut hits = Vec::new();
+    let ctx = Ctx { t, rule: Some(head) };
+    let mut values: Vec<Value<'_>> = Vec::new();
+    if link.targets.is_empty() {
+        // SecAction, or a rule without targets: one empty value.
+        values.push((String::new(), Cow::Borrowed(&b""[..])));
+    }
+    for target in &link.targets {
+        collect(t, target, Some(head), &mut values);
+    }
+    let mut caps = Captures::default();
+    for (name, value) in &values {
+        let mut check = |v: &[u8], hits: &mut Vec<Hit>| -> bool {
+            caps.0.clear();
+            let m = link.operator.eval(v, &ctx, link.capture, &mut caps) != link.negated;
+            if m {
+                hits.push(Hit { name: name.clone(), value: v.to_vec(), captures: link.capture.then(|| caps.0.clone()) });
+            }
+            m
+        };
+        if link.multi_match {
+            let mut cur: Cow<'_, [u8]> = Cow::Borrowed(value.as_ref());
+            let mut matched = check(&cur, &mut hits);
+            for tf in &link.transforms {
+                let next = tf.apply(&cur);
+                if let Cow::Owned(o) = next {
+                    cur = Cow::Owned(o);
+                    matched |= check(&cur, &mut hits);
+                }
+            }
+            let _ = matched;
+        } else {
+            let mut cur: Cow<'_, [u8]> = Cow::Borrowed(value.as_ref());
+            for tf in &link.transforms {
+                if let Cow::Owned(o) = tf.apply(&cur) {
+                    cur = Cow::Owned(o);
+                }
+            }
+            check(&cur, &mut hits);
+        }
+    }
+    hits
+}
+
+/// Runs a rule (with its chain). Returns the decision if it matched.
+fn eval_rule(t: &mut Transaction, rule: &Rule, phase: u8) -> Option<Disruptive> {
+    t.matched.vars.clear();
+    let mut link = Some(rule);
+    let mut links: Vec<&Rule> = Vec::new();
+    while let Some(l) = link {
+        let hits = eval_link(t, l, rule);
+        if hits.is_empty() {
+            return None;
+        }
+        for h in hits {
+            if let Some(c) = &h.captures {
+                for i in 0..10usize {
+                    match c.get(i) {
+                        Some(v) => {
+                            t.tx.insert(i.to_string(), v.clone());
+                        }
+                        None => {
+                            t.tx.remove(&i.to_string());
+                        }
+                    }
+                }
+            }
+            t.matched.var = h.value.clone();
+            t.matched.var_name = h.name.clone();
+            t.matched.vars.push((h.name, h.value));
+        }
+        links.push(l);
+        link = l.chain.as_deref();
+    }
+    // Full match: non-disruptive actions of every link, in order.
+    for l in &links {
+        for sv in &l.setvars {
+            apply_setvar(t, rule, sv);
+        }
+        for c in &l.ctls {
+            apply_ctl(t, c);
+        }
+    }
+    if rule.log {
+        let line = log::rule_line(t, rule, phase);
+        t.logs.push(line);
+    }
+    Some(rule.disruptive.clone())
+}
+
+fn apply_setvar(t: &mut Transaction, rule: &Rule, sv: &crate::actions::SetVar) {
+    if sv.collection != "tx" {
+        return;
+    }
+    let (key, value) = {
+        let ctx = Ctx { t, rule: Some(rule) };
+        let key = String::from_utf8_lossy(&ctx.expand(&sv.key)).to_ascii_lowercase();
+        let value = match &sv.op {
+            SetOp::Set(v) | SetOp::Add(v) | SetOp::Sub(v) => Some(ctx.expand(v)),
+            SetOp::Delete => None,
+        };
+        (key, value)
+    };
+    match (&sv.op, value) {
+        (SetOp::Delete, _) => {
+            t.tx.remove(&key);
+        }
+        (SetOp::Set(_), Some(v)) => {
+            t.tx.insert(key, v);
+        }
+        (op, Some(v)) => {
+            let cur = t.tx.get(&key).map(|c| crate::operators::to_int(c)).unwrap_or(0);
+            let delta = crate::operators::to_int(&v);
+            let n = if matches!(op, SetOp::Add(_)) { cur.saturating_add(delta) } else { cur.saturating_sub(delta) };
+            t.tx.insert(key, n.to_string().into_bytes());
+        }
+        _ => {}
+    }
+}
+
+fn apply_ctl(t: &mut Transaction, c: &Ctl) {
+    match c {
+        Ctl::RuleEngine(m) => t.engine = *m,
+        Ctl::RequestBodyAccess(b) => t.request_body_access = *b,
+        Ctl::RequestBodyProcessor(p) => t.body_processor = Some(p.clone()),
+        Ctl::ForceRequestBodyVariable(b) => t.force_request_body_variable = *b,
+        Ctl::RuleRemoveById(ids) => t.removed_ids.extend(ids.iter().copied()),
+        Ctl::RuleRemoveByTag(tag) => t.removed_tags.push(tag.clone()),
+        Ctl::RuleRemoveTargetById(ids, target) => {
+            if let Some((var, sel)) = parse_target(target) {
+                t.removed_targets.push(TargetRemoval { ids: ids.clone(), tag: None, var, sel });
+            }
+        }
+        Ctl::RuleRemoveTargetByTag(tag, target) => {
+            if let Some((var, sel)) = parse_target(target) {
+                t.removed_targets.push(TargetRemoval { ids: Vec::new(), tag: Some(tag.clone()), var, sel });
+            }
+        }
+        Ctl::Ignored(_) => {}
+    }
+}
+
+/// `ARGS:foo` / `ARGS` / `REQUEST_COOKIES:/re/` for ctl target removal.
+fn parse_target(s: &str) -> Option<(Var, KeySel)> {
+    let (name, key) = match s.split_once(':') {
+        Some((n, k)) => (n, Some(k)),
+        None => (s, None),
+    };
+    let var = Var::from_name(name.trim())?;
+    let sel = match key {
+        None => KeySel::All,
+        Some(k) if k.len() >= 2 && k.starts_with('/') && k.ends_with('/') => {
+            let re = regex::bytes::RegexBuilder::new(k.get(1..k.len() - 1)?).case_insensitive(true).unicode(false).build().ok()?;
+            KeySel::Regex(re)
+        }
+        Some(k) => KeySel::Key(k.trim().to_ascii_lowercase()),
+    };
+    Some((var, sel))
+}
+
+fn rule_removed(t: &Transaction, rule: &Rule) -> bool {
+    t.removed_ids.iter().any(|&(a, b)| (a..=b).contains(&rule.id)) || t.removed_tags.iter().any(|tag| rule.tags.iter().any(|x| x == tag))
+}
+
+/// Runs the rules of one phase. Returns the interruption decided, if any
+/// (the caller applies it only when the engine is On).
+pub(crate) fn run_phase(t: &mut Transaction, rs: &Ruleset, phase: u8) -> Option<Interruption> {
+    let pidx = usize::from(phase - 1);
+    let list = rs.phases.get(pidx)?;
+    let mut i = 0;
+    let mut skip = 0u32;
+    while let Some(entry) = list.get(i) {
+        let Entry::Rule(rule) = entry else {
+            i += 1;
+            continue;
+        };
+        if skip > 0 {
+            skip -= 1;
+            i += 1;
+            continue;
+        }
+        if rule_removed(t, rule) {
+            i += 1;
+            continue;
+        }
+        let engine_before = t.engine;
+        let Some(decision) = eval_rule(t, rule, phase) else {
+            i += 1;
+            continue;
+        };
+        let _ = engine_before;
+        match decision {
+            Disruptive::Deny | Disruptive::Drop | Disruptive::Redirect(_) if t.engine == EngineMode::On || phase == 5 => {
+                let action = match &decision {
+                    Disruptive::Drop => InterruptAction::Drop,
+                    Disruptive::Redirect(parts) => {
+                        let ctx = Ctx { t, rule: Some(rule) };
+                        InterruptAction::Redirect(String::from_utf8_lossy(&ctx.expand(parts)).into_owned())
+                    }
+                    _ => InterruptAction::Deny,
+                };
+                let status = match action {
+                    InterruptAction::Redirect(_) if !(300..400).contains(&rule.status) => 302,
+                    _ => rule.status,
+                };
+                if phase == 5 {
+                    return None;
+                }
+                return Some(Interruption { status, rule_id: Some(rule.id), action });
+            }
+            Disruptive::Allow(scope) => {
+                t.set_allow(scope);
+                return None;
+            }
+            _ => {}
+        }
+        if rule.skip_after.is_some() {
+            i = rs.skip_target(pidx, i).unwrap_or(list.len());
+            continue;
+        }
+        skip = rule.skip;
+        i += 1;
+    }
+    None
+}

@@ -1,0 +1,298 @@
+//! Transaction: all per-request state, phases 1-5, interruption.
+//!
+//! The host (the Envoy adapter, the CLI, tests) feeds the request and response
+//! in order — connection, URI, headers, body — and calls `process_*` for each
+//! phase. Rules run against an immutable [`Ruleset`]; everything mutable lives
+//! here. Nothing an attacker sends makes a call fail: limits become flags
+//! (`REQBODY_ERROR`) or interruptions.
+
+mod eval;
+mod log;
+mod request;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::actions::AllowScope;
+use crate::compile::{EngineMode, LimitAction, Ruleset};
+pub use request::percent_decode;
+use request::Request;
+
+/// How a transaction is interrupted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InterruptAction {
+    Deny,
+    Drop,
+    Redirect(String),
+}
+
+/// A disruptive decision: the host answers with `status` and stops the stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Interruption {
+    pub status: u16,
+    /// The rule that decided, `None` for engine decisions (body limit).
+    pub rule_id: Option<u64>,
+    pub action: InterruptAction,
+}
+
+/// What the host should do after feeding a body chunk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BodyAppend {
+    /// Keep feeding.
+    Continue,
+    /// The inspection limit is reached (ProcessPartial): stop feeding and run
+    /// the body phase now on what was kept.
+    Full,
+    /// The body is over the limit and the limit action is Reject.
+    Interrupt(Interruption),
+}
+
+/// State of one HTTP transaction.
+pub struct Transaction {
+    rs: Arc<Ruleset>,
+    pub(crate) unique_id: String,
+    pub(crate) req: Request,
+    /// The TX collection (lowercased keys).
+    pub(crate) tx: HashMap<String, Vec<u8>>,
+    /// Per-transaction overrides set by `ctl:`.
+    pub(crate) engine: EngineMode,
+    pub(crate) request_body_access: bool,
+    pub(crate) body_processor: Option<String>,
+    pub(crate) force_request_body_variable: bool,
+    pub(crate) removed_ids: Vec<(u64, u64)>,
+    pub(crate) removed_tags: Vec<String>,
+    pub(crate) removed_targets: Vec<eval::TargetRemoval>,
+    /// `MATCHED_VAR`, `MATCHED_VAR_NAME`, `MATCHED_VARS` of the current rule.
+    pub(crate) matched: eval::Matched,
+    allow: Option<AllowScope>,
+    interruption: Option<Interruption>,
+    logs: Vec<String>,
+    /// Phases already run (1..=5): each runs at most once.
+    phases_run: [bool; 5],
+    request_body_full: bool,
+    response_body_full: bool,
+}
+
+impl Transaction {
+    pub fn new(rs: Arc<Ruleset>, unique_id: String) -> Transaction {
+        let s = &rs.settings;
+        Transaction {
+            engine: s.engine,
+            request_body_access: s.request_body_access,
+            rs: rs.clone(),
+            unique_id,
+            req: Request::default(),
+            tx: HashMap::new(),
+            body_processor: None,
+            force_request_body_variable: false,
+            removed_ids: Vec::new(),
+            removed_tags: Vec::new(),
+            removed_targets: Vec::new(),
+            matched: eval::Matched::default(),
+            allow: None,
+            interruption: None,
+            logs: Vec::new(),
+            phases_run: [false; 5],
+            request_body_full: false,
+            response_body_full: false,
+        }
+    }
+
+    pub fn process_connection(&mut self, client_ip: &str, client_port: u16, server_ip: &str, server_port: u16) {
+        self.req.client_ip = client_ip.to_string();
+        self.req.client_port = client_port;
+        self.req.server_ip = server_ip.to_string();
+        self.req.server_port = server_port;
+    }
+
+    /// The request line: `uri` as received (path and query, raw), `method`,
+    /// `protocol` like `HTTP/1.1`.
+    pub fn process_uri(&mut self, uri: &str, method: &str, protocol: &str) {
+        self.req.set_uri(uri, method, protocol, self.rs.settings.arguments_limit);
+    }
+
+    pub fn add_request_header(&mut self, name: &[u8], value: &[u8]) {
+        self.req.add_request_header(name, value);
+    }
+
+    /// Phase 1.
+    pub fn process_request_headers(&mut self) -> Option<Interruption> {
+        self.run_phase(1)
+    }
+
+    /// Whether the host should buffer and feed the request body.
+    pub fn request_body_access(&self) -> bool {
+        self.request_body_access && self.engine != EngineMode::Off && self.interruption.is_none()
+    }
+
+    /// Feeds a chunk of the request body (only the new bytes).
+    pub fn append_request_body(&mut self, chunk: &[u8]) -> BodyAppend {
+        if self.request_body_full {
+            return BodyAppend::Full;
+        }
+        let s = &self.rs.settings;
+        let limit = s.request_body_limit;
+        let have = self.req.body.len();
+        if limit > 0 && have.saturating_add(chunk.len()) > limit {
+            self.req.inbound_data_error = true;
+            match s.request_body_limit_action {
+                LimitAction::ProcessPartial => {
+                    let room = limit.saturating_sub(have);
+                    self.req.body.extend_from_slice(chunk.get(..room).unwrap_or(chunk));
+                    self.request_body_full = true;
+                    return BodyAppend::Full;
+                }
+                LimitAction::Reject => {
+                    if self.engine == EngineMode::On {
+                        let i = Interruption { status: 413, rule_id: None, action: InterruptAction::Deny };
+                        self.logs.push(log::engine_line(self, "Request body is larger than the configured limit (SecRequestBodyLimit)", 413));
+                        self.interruption = Some(i.clone());
+                        return BodyAppend::Interrupt(i);
+                    }
+                    self.request_body_full = true;
+                    return BodyAppend::Full;
+                }
+            }
+        }
+        self.req.body.extend_from_slice(chunk);
+        BodyAppend::Continue
+    }
+
+    /// Phase 2: parses the body (if accessed) and runs the rules.
+    pub fn process_request_body(&mut self) -> Option<Interruption> {
+        if !self.phases_run.first().copied().unwrap_or(true) {
+            let _ = self.run_phase(1);
+        }
+        let body_phase_pending = !self.phases_run.get(1).copied().unwrap_or(true);
+        if body_phase_pending && self.engine != EngineMode::Off && self.request_body_access && self.interruption.is_none() {
+            self.parse_request_body();
+        }
+        self.run_phase(2)
+    }
+
+    pub fn add_response_header(&mut self, name: &[u8], value: &[u8]) {
+        self.req.add_response_header(name, value);
+    }
+
+    /// Phase 3.
+    pub fn process_response_headers(&mut self, status: u16, protocol: &str) -> Option<Interruption> {
+        self.req.response_status = status;
+        self.req.response_protocol = protocol.to_string();
+        self.run_phase(3)
+    }
+
+    /// Whether the host should buffer and feed the response body: access is on
+    /// and the response's MIME type is one of `SecResponseBodyMimeType`.
+    pub fn response_body_access(&self) -> bool {
+        let s = &self.rs.settings;
+        s.response_body_access
+            && self.engine != EngineMode::Off
+            && self.interruption.is_none()
+            && s.response_body_mime_types.iter().any(|m| m.eq_ignore_ascii_case(&self.req.response_content_type))
+    }
+
+    pub fn append_response_body(&mut self, chunk: &[u8]) -> BodyAppend {
+        if self.response_body_full {
+            return BodyAppend::Full;
+        }
+        let s = &self.rs.settings;
+        let limit = s.response_body_limit;
+        let have = self.req.response_body.len();
+        if limit > 0 && have.saturating_add(chunk.len()) > limit {
+            self.req.outbound_data_error = true;
+            let room = limit.saturating_sub(have);
+            self.req.response_body.extend_from_slice(chunk.get(..room).unwrap_or(chunk));
+            self.response_body_full = true;
+            if s.response_body_limit_action == LimitAction::Reject && self.engine == EngineMode::On {
+                let i = Interruption { status: 500, rule_id: None, action: InterruptAction::Deny };
+                self.interruption = Some(i.clone());
+                return BodyAppend::Interrupt(i);
+            }
+            return BodyAppend::Full;
+        }
+        self.req.response_body.extend_from_slice(chunk);
+        BodyAppend::Continue
+    }
+
+    /// Phase 4.
+    pub fn process_response_body(&mut self) -> Option<Interruption> {
+        self.req.response_body_seen = self.response_body_access();
+        self.run_phase(4)
+    }
+
+    /// Phase 5 (never interrupts).
+    pub fn process_logging(&mut self) {
+        // Logging always runs, even after an interruption.
+        let _ = self.run_phase(5);
+    }
+
+    /// Log lines of rules that matched with `log`, since the last call.
+    pub fn take_log_lines(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.logs)
+    }
+
+    pub fn interruption(&self) -> Option<&Interruption> {
+        self.interruption.as_ref()
+    }
+
+    /// The value of `TX:name` (for tests and tools).
+    pub fn tx_var(&self, name: &str) -> Option<&[u8]> {
+        self.tx.get(&name.to_ascii_lowercase()).map(Vec::as_slice)
+    }
+
+    fn run_phase(&mut self, phase: u8) -> Option<Interruption> {
+        let idx = usize::from(phase - 1);
+        // Run earlier phases first if the host skipped them (e.g. no body).
+        for p in 1..phase {
+            if !self.phases_run.get(usize::from(p - 1)).copied().unwrap_or(true) {
+                if p == 2 {
+                    let _ = self.process_request_body();
+                } else {
+                    let _ = self.run_phase(p);
+                }
+            }
+        }
+        if self.phases_run.get(idx).copied().unwrap_or(true) {
+            return None;
+        }
+        if let Some(slot) = self.phases_run.get_mut(idx) {
+            *slot = true;
+        }
+        if self.engine == EngineMode::Off {
+            return None;
+        }
+        if self.interruption.is_some() && phase != 5 {
+            return None;
+        }
+        match self.allow {
+            Some(AllowScope::All) if phase != 5 => return None,
+            Some(AllowScope::Request) if phase <= 2 => return None,
+            _ => {}
+        }
+        if self.allow == Some(AllowScope::Phase) {
+            self.allow = None;
+        }
+        let rs = self.rs.clone();
+        let decision = eval::run_phase(self, &rs, phase);
+        if let Some(i) = decision {
+            if self.engine == EngineMode::On && phase != 5 {
+                self.interruption = Some(i.clone());
+                return Some(i);
+            }
+        }
+        None
+    }
+
+    fn parse_request_body(&mut self) {
+        let s = &self.rs.settings;
+        let processor = self.body_processor.clone().or_else(|| self.req.default_body_processor());
+        self.req.parse_body(processor.as_deref(), s.request_body_json_depth_limit, s.arguments_limit);
+    }
+
+    pub(crate) fn set_allow(&mut self, scope: AllowScope) {
+        self.allow = Some(scope);
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,235 @@
+//! The request and response as the rules see them (variables' sources).
+
+use crate::body::{json, urlencoded};
+
+/// Everything known about the request and response, filled as the host feeds it.
+#[derive(Debug, Default)]
+pub(crate) struct Request {
+    pub client_ip: String,
+    pub client_port: u16,
+    pub server_ip: String,
+    pub server_port: u16,
+    pub server_name: Vec<u8>,
+    pub method: Vec<u8>,
+    /// `REQUEST_URI_RAW`: as received.
+    pub uri_raw: Vec<u8>,
+    /// `REQUEST_URI`: percent-decoded, scheme and authority removed.
+    pub uri: Vec<u8>,
+    pub protocol: Vec<u8>,
+    pub request_line: Vec<u8>,
+    pub query_string: Vec<u8>,
+    /// `REQUEST_FILENAME`: percent-decoded path without the query.
+    pub filename: Vec<u8>,
+    pub basename: Vec<u8>,
+    pub headers: Vec<(Vec<u8>, Vec<u8>)>,
+    pub cookies: Vec<(Vec<u8>, Vec<u8>)>,
+    pub args_get: Vec<(Vec<u8>, Vec<u8>)>,
+    pub args_post: Vec<(Vec<u8>, Vec<u8>)>,
+    pub urlencoded_error: bool,
+    pub body: Vec<u8>,
+    pub body_processed: bool,
+    pub inbound_data_error: bool,
+    pub reqbody_error: bool,
+    pub reqbody_error_msg: Vec<u8>,
+    pub reqbody_processor: Vec<u8>,
+    pub response_status: u16,
+    pub response_protocol: String,
+    pub response_headers: Vec<(Vec<u8>, Vec<u8>)>,
+    pub response_content_type: String,
+    pub response_body: Vec<u8>,
+    pub response_body_seen: bool,
+    pub outbound_data_error: bool,
+}
+
+/// Percent-decodes `%XX` (no `+` to space); invalid escapes are kept.
+pub fn percent_decode(input: &[u8]) -> Vec<u8> {
+    let hex = |b: u8| -> Option<u8> {
+        match b {
+            b'0'..=b'9' => Some(b - b'0'),
+            b'a'..=b'f' => Some(b - b'a' + 10),
+            b'A'..=b'F' => Some(b - b'A' + 10),
+            _ => None,
+        }
+    };
+    let mut out = Vec::with_capacity(input.len());
+    let mut i = 0;
+    while let Some(&b) = input.get(i) {
+        if b == b'%' {
+            if let (Some(h), Some(l)) = (input.get(i + 1).and_then(|&c| hex(c)), input.get(i + 2).and_then(|&c| hex(c))) {
+                out.push(h << 4 | l);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b);
+        i += 1;
+    }
+    out
+}
+
+impl Request {
+    pub fn set_uri(&mut self, uri: &str, method: &str, protocol: &str, max_args: usize) {
+        let raw = uri.as_bytes();
+        self.uri_raw = raw.to_vec();
+        self.method = method.as_bytes().to_vec();
+        self.protocol = protocol.as_bytes().to_vec();
+        let mut line = Vec::with_capacity(method.len() + uri.len() + protocol.len() + 2);
+        line.extend_from_slice(method.as_bytes());
+        line.push(b' ');
+        line.extend_from_slice(raw);
+        line.push(b' ');
+        line.extend_from_slice(protocol.as_bytes());
+        self.request_line = line;
+
+        let decoded = percent_decode(raw);
+        if let Some(q) = raw.iter().position(|&b| b == b'?') {
+            self.query_string = raw.get(q + 1..).unwrap_or_default().to_vec();
+        }
+        let path = match decoded.iter().position(|&b| b == b'?') {
+            Some(q) => decoded.get(..q).unwrap_or_default().to_vec(),
+            None => decoded.clone(),
+        };
+        self.basename = match path.iter().rposition(|&b| b == b'/' || b == b'\\') {
+            Some(p) if p + 1 < path.len() => path.get(p + 1..).unwrap_or_default().to_vec(),
+            Some(_) => Vec::new(),
+            None => Vec::new(),
+        };
+        self.filename = path;
+        // REQUEST_URI drops `scheme://authority` from absolute-form targets.
+        let mut parsed = decoded.clone();
+        if decoded.first().is_some_and(|&b| b != b'/') {
+            if let Some(colon) = decoded.iter().position(|&b| b == b':') {
+                if decoded.get(colon + 1..colon + 3) == Some(b"//") {
+                    if let Some(slash) = decoded.iter().skip(colon + 3).position(|&b| b == b'/') {
+                        parsed = decoded.get(colon + 3 + slash..).unwrap_or_default().to_vec();
+                    }
+                }
+            }
+        }
+        self.uri = parsed;
+        if !self.query_string.is_empty() {
+            let opts = urlencoded::UrlencodedOptions { max_args, ..Default::default() };
+            let report = urlencoded::parse_with(&self.query_string, &opts, &mut self.args_get);
+            self.urlencoded_error |= report.invalid_encoding;
+        }
+    }
+
+    pub fn add_request_header(&mut self, name: &[u8], value: &[u8]) {
+        if name.eq_ignore_ascii_case(b"cookie") {
+            self.add_cookies(value);
+        } else if name.eq_ignore_ascii_case(b"host") {
+            let host = value.split(|&b| b == b':').next().unwrap_or_default();
+            self.server_name = host.to_vec();
+        }
+        self.headers.push((name.to_vec(), value.to_vec()));
+    }
+
+    /// ModSecurity v3 cookie parsing: split on `;`, key = up to the first `=`
+    /// (left-trimmed), empty keys skipped, values kept raw.
+    fn add_cookies(&mut self, value: &[u8]) {
+        let mut value = value;
+        while let Some((last, rest)) = value.split_last() {
+            if last.is_ascii_whitespace() {
+                value = rest;
+            } else {
+                break;
+            }
+        }
+        for c in value.split(|&b| b == b';') {
+            if c.is_empty() {
+                continue;
+            }
+            let (k, v) = match c.iter().position(|&b| b == b'=') {
+                Some(p) => (c.get(..p).unwrap_or_default(), c.get(p + 1..).unwrap_or_default()),
+                None => (c, &b""[..]),
+            };
+            let start = k.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(k.len());
+            let k = k.get(start..).unwrap_or_default();
+            if k.is_empty() {
+                continue;
+            }
+            self.cookies.push((k.to_vec(), v.to_vec()));
+        }
+    }
+
+    pub fn add_response_header(&mut self, name: &[u8], value: &[u8]) {
+        if name.eq_ignore_ascii_case(b"content-type") {
+            let ct = value.split(|&b| b == b';').next().unwrap_or_default();
+            self.response_content_type = String::from_utf8_lossy(ct).trim().to_ascii_lowercase();
+        }
+        self.response_headers.push((name.to_vec(), value.to_vec()));
+    }
+
+    fn header(&self, name: &[u8]) -> Option<&[u8]> {
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_slice())
+    }
+
+    /// The processor chosen from Content-Type when no `ctl:requestBodyProcessor`
+    /// chose one: URLENCODED, MULTIPART (as ModSecurity) and JSON (wafer also
+    /// parses JSON bodies without a ctl rule, so `ARGS` covers them).
+    pub fn default_body_processor(&self) -> Option<String> {
+        let ct = self.header(b"content-type")?;
+        let ct = String::from_utf8_lossy(ct).trim().to_ascii_lowercase();
+        if ct.starts_with("application/x-www-form-urlencoded") {
+            Some("URLENCODED".into())
+        } else if ct.starts_with("multipart/form-data") {
+            Some("MULTIPART".into())
+        } else {
+            let mime = ct.split(';').next().unwrap_or("").trim();
+            (mime == "application/json" || mime.ends_with("+json")).then(|| "JSON".into())
+        }
+    }
+
+    pub fn parse_body(&mut self, processor: Option<&str>, json_depth: usize, max_args: usize) {
+        if self.body_processed {
+            return;
+        }
+        self.body_processed = true;
+        self.reqbody_processor = processor.unwrap_or("").as_bytes().to_vec();
+        let room = max_args.saturating_sub(self.args_get.len());
+        match processor {
+            Some("URLENCODED") => {
+                let opts = urlencoded::UrlencodedOptions { max_args: room, ..Default::default() };
+                let report = urlencoded::parse_with(&self.body, &opts, &mut self.args_post);
+                self.urlencoded_error |= report.invalid_encoding;
+            }
+            Some("JSON") => {
+                let limits = json::JsonLimits { max_depth: json_depth, max_args: room };
+                if let Err(e) = json::parse(&self.body, &limits, &mut self.args_post) {
+                    if !self.body.is_empty() {
+                        self.reqbody_error = true;
+                        self.reqbody_error_msg = e.msg.into_bytes();
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uri_variables_follow_modsecurity() {
+        let mut r = Request::default();
+        r.set_uri("/a%20b/c.php?x=1%27&y", "GET", "HTTP/1.1", 100);
+        assert_eq!(r.uri, b"/a b/c.php?x=1'&y");
+        assert_eq!(r.filename, b"/a b/c.php");
+        assert_eq!(r.basename, b"c.php");
+        assert_eq!(r.query_string, b"x=1%27&y");
+        assert_eq!(r.request_line, b"GET /a%20b/c.php?x=1%27&y HTTP/1.1");
+        assert_eq!(r.args_get, vec![(b"x".to_vec(), b"1'".to_vec()), (b"y".to_vec(), Vec::new())]);
+        let mut r = Request::default();
+        r.set_uri("http://example.com/p?q", "GET", "HTTP/1.1", 100);
+        assert_eq!(r.uri, b"/p?q");
+    }
+
+    #[test]
+    fn cookies_follow_modsecurity() {
+        let mut r = Request::default();
+        r.add_request_header(b"Cookie", b"a=1; b=x=y;;  =z; c ");
+        assert_eq!(r.cookies, vec![(b"a".to_vec(), b"1".to_vec()), (b"b".to_vec(), b"x=y".to_vec()), (b"c".to_vec(), Vec::new())]);
+    }
+}

@@ -1,0 +1,174 @@
+//! Transaction behaviour on whole requests (native, no proxy).
+
+use std::sync::Arc;
+
+use super::*;
+
+fn rules(text: &str) -> Arc<Ruleset> {
+    Arc::new(Ruleset::compile("test", text).unwrap_or_else(|e| panic!("{e}")))
+}
+
+/// Runs a request through phases 1-2 and returns the interruption.
+fn run(rs: &Arc<Ruleset>, method: &str, uri: &str, headers: &[(&str, &str)], body: &[u8]) -> (Option<Interruption>, Vec<String>) {
+    let mut tx = Transaction::new(rs.clone(), "test-1".into());
+    tx.process_connection("127.0.0.1", 40000, "127.0.0.1", 8080);
+    tx.process_uri(uri, method, "HTTP/1.1");
+    for (k, v) in headers {
+        tx.add_request_header(k.as_bytes(), v.as_bytes());
+    }
+    if let Some(i) = tx.process_request_headers() {
+        return (Some(i), tx.take_log_lines());
+    }
+    if tx.request_body_access() && !body.is_empty() {
+        for chunk in body.chunks(1000) {
+            match tx.append_request_body(chunk) {
+                BodyAppend::Continue => {}
+                BodyAppend::Full => break,
+                BodyAppend::Interrupt(i) => return (Some(i), tx.take_log_lines()),
+            }
+        }
+    }
+    let i = tx.process_request_body();
+    (i, tx.take_log_lines())
+}
+
+fn blocked_by(rs: &Arc<Ruleset>, method: &str, uri: &str, headers: &[(&str, &str)], body: &[u8]) -> Option<u64> {
+    run(rs, method, uri, headers, body).0.map(|i| {
+        assert_eq!(i.status, 403);
+        i.rule_id.unwrap_or(0)
+    })
+}
+
+const JSON: (&str, &str) = ("Content-Type", "application/json");
+const FORM: (&str, &str) = ("Content-Type", "application/x-www-form-urlencoded");
+
+#[test]
+fn targeted_tier_blocks_the_benchmark_attacks() {
+    let rs = rules("Include @targeted");
+    assert_eq!(blocked_by(&rs, "GET", "/Admin/users", &[], b""), Some(101));
+    assert_eq!(blocked_by(&rs, "GET", "/", &[("User-Agent", "sqlmap/1.7")], b""), Some(9131));
+    assert_eq!(blocked_by(&rs, "GET", "/?id=1%27%20or%201=1--", &[], b""), Some(9421));
+    assert_eq!(blocked_by(&rs, "POST", "/api", &[JSON], br#"{"user":{"id":"1' or 1=1--"}}"#), Some(9421));
+    assert_eq!(blocked_by(&rs, "POST", "/form", &[FORM], b"q=%3Cscript%3Ealert(1)%3C%2Fscript%3E"), Some(9411));
+    assert_eq!(blocked_by(&rs, "POST", "/form", &[FORM], b"payload=MaliciousPayload"), Some(102));
+    assert_eq!(blocked_by(&rs, "GET", "/?payload=maliciouspayload", &[], b""), Some(102));
+}
+
+#[test]
+fn targeted_tier_passes_benign_traffic() {
+    let rs = rules("Include @targeted");
+    assert_eq!(blocked_by(&rs, "GET", "/products?page=2&sort=price", &[("User-Agent", "Mozilla/5.0"), ("Cookie", "session=abc123")], b""), None);
+    let body = br#"{"order":{"id":12345,"items":[{"sku":"A-1","qty":2,"note":"leave at the door"}],"total":19.99}}"#;
+    assert_eq!(blocked_by(&rs, "POST", "/api/orders", &[JSON], body), None);
+}
+
+#[test]
+fn headers_only_tier_ignores_bodies() {
+    let rs = rules("Include @headers-only");
+    assert_eq!(blocked_by(&rs, "GET", "/admin", &[], b""), Some(101));
+    assert_eq!(blocked_by(&rs, "POST", "/form", &[FORM], b"payload=maliciouspayload"), None);
+}
+
+#[test]
+fn log_lines_carry_modsecurity_fields() {
+    let rs = rules("SecRuleEngine On\nSecRule ARGS \"@rx (?i)union\\s+select\" \"id:7,phase:2,deny,status:403,log,msg:'SQLi in %{MATCHED_VAR_NAME}',logdata:'Matched Data: %{MATCHED_VAR}',severity:CRITICAL,tag:'attack-sqli'\"");
+    let (i, logs) = run(&rs, "GET", "/p?q=1%20UNION%20SELECT%20x", &[], b"");
+    assert_eq!(i.map(|i| i.rule_id), Some(Some(7)));
+    assert_eq!(logs.len(), 1);
+    let l = &logs[0];
+    assert!(l.starts_with("ModSecurity: Access denied with code 403 (phase 2)."), "{l}");
+    for want in ["[id \"7\"]", "[msg \"SQLi in ARGS:q\"]", "[data \"Matched Data: 1 UNION SELECT x\"]", "[severity \"2\"]", "[tag \"attack-sqli\"]", "[uri \"/p?q=1%20UNION%20SELECT%20x\"]", "[unique_id \"test-1\"]"] {
+        assert!(l.contains(want), "missing {want} in {l}");
+    }
+}
+
+#[test]
+fn detection_only_logs_but_does_not_interrupt() {
+    let rs = rules("SecRuleEngine DetectionOnly\nSecRule REQUEST_URI \"@contains /admin\" \"id:1,phase:1,deny,log\"");
+    let (i, logs) = run(&rs, "GET", "/admin", &[], b"");
+    assert!(i.is_none());
+    assert_eq!(logs.len(), 1);
+    assert!(logs[0].starts_with("ModSecurity: Warning."));
+}
+
+#[test]
+fn anomaly_scoring_with_setvar_chain_and_macros() {
+    let rs = rules(concat!(
+        "SecRuleEngine On\n",
+        "SecDefaultAction \"phase:2,log,auditlog,pass\"\n",
+        "SecAction \"id:1,phase:1,nolog,pass,setvar:tx.threshold=5,setvar:tx.score=0\"\n",
+        "SecRule ARGS \"@contains evil\" \"id:2,phase:2,block,t:lowercase,setvar:'tx.score=+3'\"\n",
+        "SecRule REQUEST_METHOD \"@streq POST\" \"id:3,phase:2,block,chain\"\n",
+        "  SecRule ARGS:x \"@streq 1\" \"setvar:tx.score=+3\"\n",
+        "SecRule TX:score \"@ge %{tx.threshold}\" \"id:4,phase:2,deny,status:406,msg:'score %{tx.score}'\"\n",
+    ));
+    assert_eq!(run(&rs, "GET", "/?a=EVIL", &[], b"").0, None);
+    let (i, logs) = run(&rs, "POST", "/?a=EVIL&x=1", &[], b"");
+    assert_eq!(i.map(|i| (i.status, i.rule_id)), Some((406, Some(4))));
+    assert!(logs.iter().any(|l| l.contains("[msg \"score 6\"]")), "{logs:?}");
+    assert_eq!(run(&rs, "GET", "/?a=EVIL&x=1", &[], b"").0, None);
+}
+
+#[test]
+fn skip_after_markers_and_ctl() {
+    let rs = rules(concat!(
+        "SecRuleEngine On\n",
+        "SecRule REQUEST_URI \"@beginsWith /public\" \"id:1,phase:1,pass,nolog,skipAfter:END\"\n",
+        "SecRule REQUEST_URI \"@contains x\" \"id:2,phase:1,deny\"\n",
+        "SecMarker END\n",
+        "SecRule REQUEST_URI \"@beginsWith /health\" \"id:3,phase:1,pass,nolog,ctl:ruleRemoveById=4\"\n",
+        "SecRule REQUEST_URI \"@contains y\" \"id:4,phase:1,deny\"\n",
+    ));
+    assert_eq!(blocked_by(&rs, "GET", "/a/x", &[], b""), Some(2));
+    assert_eq!(blocked_by(&rs, "GET", "/public/x", &[], b""), None);
+    assert_eq!(blocked_by(&rs, "GET", "/a/y", &[], b""), Some(4));
+    assert_eq!(blocked_by(&rs, "GET", "/health/y", &[], b""), None);
+}
+
+#[test]
+fn body_limit_reject_answers_413() {
+    let rs = rules("SecRuleEngine On\nSecRequestBodyAccess On\nSecRequestBodyLimit 100\nSecRequestBodyLimitAction Reject");
+    let (i, logs) = run(&rs, "POST", "/", &[FORM], &[b'a'; 150]);
+    assert_eq!(i.map(|i| (i.status, i.rule_id)), Some((413, None)));
+    assert_eq!(logs.len(), 1);
+}
+
+#[test]
+fn body_limit_process_partial_inspects_the_prefix() {
+    let rs = rules("SecRuleEngine On\nSecRequestBodyAccess On\nSecRequestBodyLimit 100\nSecRequestBodyLimitAction ProcessPartial\nSecRule ARGS:a \"@contains evil\" \"id:1,phase:2,deny\"");
+    let mut early = b"a=evil&b=".to_vec();
+    early.extend_from_slice(&[b'x'; 200]);
+    assert_eq!(blocked_by(&rs, "POST", "/", &[FORM], &early), Some(1));
+    let mut late = vec![b'x'; 120];
+    late.extend_from_slice(b"&a=evil");
+    assert_eq!(blocked_by(&rs, "POST", "/", &[FORM], &late), None);
+}
+
+#[test]
+fn malformed_json_sets_reqbody_error() {
+    let rs = rules("Include @recommended-conf\nSecRuleEngine On");
+    let (i, logs) = run(&rs, "POST", "/", &[JSON], b"{\"a\": [1, 2");
+    assert_eq!(i.map(|i| (i.status, i.rule_id)), Some((400, Some(200002))));
+    assert!(logs.iter().any(|l| l.contains("JSON parsing error")), "{logs:?}");
+    assert_eq!(run(&rs, "POST", "/", &[JSON], b"{\"a\": [1, 2]}").0, None);
+}
+
+#[test]
+fn engine_off_does_nothing() {
+    let rs = rules("SecRuleEngine Off\nSecRule REQUEST_URI \"@contains /admin\" \"id:1,phase:1,deny\"");
+    assert_eq!(run(&rs, "GET", "/admin", &[], b""), (None, vec![]));
+}
+
+#[test]
+fn exclusions_and_counts() {
+    let rs = rules(concat!(
+        "SecRuleEngine On\n",
+        "SecRule ARGS|!ARGS:safe \"@contains bad\" \"id:1,phase:2,deny\"\n",
+        "SecRule &ARGS \"@gt 3\" \"id:2,phase:2,deny\"\n",
+        "SecRule REQUEST_COOKIES:/^sess/ \"@rx ^x\" \"id:3,phase:1,deny\"\n",
+    ));
+    assert_eq!(blocked_by(&rs, "GET", "/?safe=bad", &[], b""), None);
+    assert_eq!(blocked_by(&rs, "GET", "/?other=bad", &[], b""), Some(1));
+    assert_eq!(blocked_by(&rs, "GET", "/?a&b&c&d", &[], b""), Some(2));
+    assert_eq!(blocked_by(&rs, "GET", "/", &[("Cookie", "SESSID=xyz")], b""), Some(3));
+}
