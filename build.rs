@@ -49,7 +49,11 @@ fn main() {
                 let name = p.file_name().and_then(|s| s.to_str()).expect("utf-8 file name");
                 writeln!(data, "    (\"{name}\", include_str!({:?})),", p.display().to_string()).ok();
             }
-            crs_version = fs::read_to_string(dir.join("VERSION")).ok().and_then(|v| v.lines().next().map(|l| l.trim().to_string())).unwrap_or_else(|| "unknown".into());
+            // VERSION holds "tag: v4.28.0" (a release tarball) or just "4.28.0".
+            crs_version = fs::read_to_string(dir.join("VERSION"))
+                .ok()
+                .and_then(|v| v.lines().next().map(|l| l.trim().trim_start_matches("tag:").trim().trim_start_matches('v').to_string()))
+                .unwrap_or_else(|| "unknown".into());
         } else {
             println!("cargo:warning=CRS_DIR={} has no crs-setup.conf.example; building without the OWASP CRS", dir.display());
         }

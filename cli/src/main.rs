@@ -1,1 +1,100 @@
-fn main() {}
+//! The `wafer` command.
+//!
+//! - `wafer check CONFIG.json`       compile a plugin configuration, print a summary or the error
+//! - `wafer check-rules FILE.conf`   compile a SecLang file (Include @... resolves embedded files)
+//! - `wafer eval CONFIG.json METHOD URI [HEADER: VALUE]... [--body FILE]`
+//!                                   run one request through phases 1-2 and print verdict + log lines
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use wafer::{BodyAppend, Ruleset, Transaction, Waf};
+
+fn usage() -> ExitCode {
+    eprintln!("usage:\n  wafer check CONFIG.json\n  wafer check-rules FILE.conf\n  wafer eval CONFIG.json METHOD URI [Header: value]... [--body FILE]");
+    ExitCode::from(2)
+}
+
+fn read(path: &str) -> Result<Vec<u8>, String> {
+    std::fs::read(path).map_err(|e| format!("{path}: {e}"))
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("check") if args.len() == 2 => check(&args[1]),
+        Some("check-rules") if args.len() == 2 => check_rules(&args[1]),
+        Some("eval") if args.len() >= 4 => eval(&args[1..]),
+        _ => return usage(),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn check(path: &str) -> Result<(), String> {
+    let json = read(path)?;
+    let waf = Waf::from_json(&json).map_err(|e| e.to_string())?;
+    println!("{}", waf.summary());
+    Ok(())
+}
+
+fn check_rules(path: &str) -> Result<(), String> {
+    let text = String::from_utf8(read(path)?).map_err(|_| format!("{path}: not UTF-8"))?;
+    let rs = Ruleset::compile(path, &text).map_err(|e| e.to_string())?;
+    println!("{path}: {} rules, engine {:?}", rs.rule_count(), rs.settings.engine);
+    for w in &rs.warnings {
+        println!("warning: {w}");
+    }
+    Ok(())
+}
+
+fn eval(args: &[String]) -> Result<(), String> {
+    let waf = Waf::from_json(&read(&args[0])?).map_err(|e| e.to_string())?;
+    let (method, uri) = (&args[1], &args[2]);
+    let mut headers: Vec<(String, String)> = Vec::new();
+    let mut body = Vec::new();
+    let mut rest = args[3..].iter();
+    while let Some(a) = rest.next() {
+        if a == "--body" {
+            body = read(rest.next().ok_or("--body needs a file")?)?;
+        } else {
+            let (k, v) = a.split_once(':').ok_or_else(|| format!("header \"{a}\" is not Name: value"))?;
+            headers.push((k.trim().to_string(), v.trim().to_string()));
+        }
+    }
+    let host = headers.iter().find(|(k, _)| k.eq_ignore_ascii_case("host")).map(|(_, v)| v.as_str()).unwrap_or("localhost");
+    let Some(rs): Option<Arc<Ruleset>> = waf.ruleset_for(host) else {
+        println!("no rule set applies to {host}: pass");
+        return Ok(());
+    };
+    let mut tx = Transaction::new(rs, "cli-1".into());
+    tx.process_connection("127.0.0.1", 12345, "127.0.0.1", 80);
+    tx.process_uri(uri, method, "HTTP/1.1");
+    for (k, v) in &headers {
+        tx.add_request_header(k.as_bytes(), v.as_bytes());
+    }
+    let mut verdict = tx.process_request_headers();
+    if verdict.is_none() {
+        if tx.request_body_access() && !body.is_empty() {
+            if let BodyAppend::Interrupt(i) = tx.append_request_body(&body) {
+                verdict = Some(i);
+            }
+        }
+        if verdict.is_none() {
+            verdict = tx.process_request_body();
+        }
+    }
+    for l in tx.take_log_lines() {
+        println!("{l}");
+    }
+    match verdict {
+        Some(i) => println!("verdict: interrupted with status {} by rule {:?}", i.status, i.rule_id),
+        None => println!("verdict: pass"),
+    }
+    Ok(())
+}

@@ -365,6 +365,59 @@ impl Compiler {
                     need_args(1)?;
                     self.removals.push(Removal::Msg(arg(0).to_string()));
                 }
+                "secruleupdatetargetbyid" | "secruleupdatetargetbytag" | "secruleupdatetargetbymsg" => {
+                    need_args(2)?;
+                    let list = parse_variables(arg(1)).map_err(|(o, m)| at(arg_at(1) + o, m))?;
+                    let mut adds = Vec::new();
+                    let mut excludes = Vec::new();
+                    for v in &list {
+                        let (var, sel) = compile_target(v).map_err(|m| at(arg_at(1) + v.offset, m))?;
+                        if v.negated {
+                            excludes.push((var, sel));
+                        } else {
+                            adds.push(Target { var, sel, count: v.count, exclude: Vec::new() });
+                        }
+                    }
+                    let ids = if name == "secruleupdatetargetbyid" {
+                        Some(crate::actions::id_ranges(arg(0)).map_err(|m| at(arg_at(0), format!("{}: {m}", d.name)))?)
+                    } else {
+                        None
+                    };
+                    for item in self.items.iter_mut() {
+                        let Item::Rule(r) = item else { continue };
+                        let hit = match &ids {
+                            Some(ids) => ids.iter().any(|&(a, b)| (a..=b).contains(&r.id)),
+                            None if name == "secruleupdatetargetbytag" => r.tags.iter().any(|t| t == arg(0)),
+                            None => r.msg.as_ref().is_some_and(|parts| matches!(parts.as_slice(), [MacroPart::Lit(l)] if l == arg(0))),
+                        };
+                        if !hit {
+                            continue;
+                        }
+                        for (var, sel) in &excludes {
+                            for t in r.targets.iter_mut().filter(|t| t.var == *var) {
+                                t.exclude.push(sel.clone());
+                            }
+                        }
+                        r.targets.extend(adds.iter().cloned());
+                    }
+                }
+                "secruleupdateactionbyid" => {
+                    need_args(2)?;
+                    let ids = crate::actions::id_ranges(arg(0).split(':').next().unwrap_or("")).map_err(|m| at(arg_at(0), format!("{}: {m}", d.name)))?;
+                    let list = parse_actions(arg(1)).map_err(|(o, m)| at(arg_at(1) + o, m))?;
+                    let upd = RuleActions::parse(&list).map_err(|(o, m)| at(arg_at(1) + o, m))?;
+                    if upd.id.is_some() || upd.phase.is_some() || upd.chain {
+                        return Err(at(arg_at(1), "SecRuleUpdateActionById cannot change id, phase or chain".into()));
+                    }
+                    let defaults = self.defaults.clone();
+                    for item in self.items.iter_mut() {
+                        let Item::Rule(r) = item else { continue };
+                        if ids.iter().any(|&(a, b)| (a..=b).contains(&r.id)) {
+                            let dflt = defaults.get(usize::from(r.phase - 1)).cloned().unwrap_or_default();
+                            update_actions(r, &upd, &dflt);
+                        }
+                    }
+                }
                 other if IGNORED_DIRECTIVES.contains(&other) => {}
                 _ => return Err(at(d.offset, format!("unknown directive \"{}\"", d.name))),
             }
@@ -413,24 +466,7 @@ impl Compiler {
             let list = parse_variables(vtext).map_err(|(o, m)| at(voff + o, m))?;
             let mut exclusions: Vec<(Var, KeySel)> = Vec::new();
             for v in list {
-                let var = Var::from_name(&v.name).ok_or_else(|| at(voff + v.offset, format!("unknown variable \"{}\"", v.name)))?;
-                let sel = match &v.selector {
-                    Selector::None => KeySel::All,
-                    Selector::Key(k) => {
-                        if !var.is_collection() {
-                            return Err(at(voff + v.offset, format!("variable {} takes no selector", var.name())));
-                        }
-                        KeySel::Key(k.to_ascii_lowercase())
-                    }
-                    Selector::Regex(r) => {
-                        let re = regex::bytes::RegexBuilder::new(r)
-                            .case_insensitive(true)
-                            .unicode(false)
-                            .build()
-                            .map_err(|e| at(voff + v.offset, format!("bad selector regex /{r}/: {e}")))?;
-                        KeySel::Regex(re)
-                    }
-                };
+                let (var, sel) = compile_target(&v).map_err(|m| at(voff + v.offset, m))?;
                 if v.negated {
                     exclusions.push((var, sel));
                 } else {
@@ -564,6 +600,62 @@ impl Compiler {
             }
         }
         Ok(Ruleset { settings: self.settings, phases, warnings: self.warnings, skip_targets })
+    }
+}
+
+/// Resolves a parsed variable into (variable, key selector).
+fn compile_target(v: &seclang::VarAst) -> Result<(Var, KeySel), String> {
+    let var = Var::from_name(&v.name).ok_or_else(|| format!("unknown variable \"{}\"", v.name))?;
+    let sel = match &v.selector {
+        Selector::None => KeySel::All,
+        Selector::Key(k) => {
+            if !var.is_collection() {
+                return Err(format!("variable {} takes no selector", var.name()));
+            }
+            KeySel::Key(k.to_ascii_lowercase())
+        }
+        Selector::Regex(r) => {
+            let re = regex::bytes::RegexBuilder::new(r).case_insensitive(true).unicode(false).build().map_err(|e| format!("bad selector regex /{r}/: {e}"))?;
+            KeySel::Regex(re)
+        }
+    };
+    Ok((var, sel))
+}
+
+/// `SecRuleUpdateActionById`: actions given replace the rule's.
+fn update_actions(r: &mut Rule, u: &RuleActions, dflt: &Defaults) {
+    if let Some(d) = &u.disruptive {
+        r.disruptive = if *d == Disruptive::Block { dflt.disruptive.clone() } else { d.clone() };
+    }
+    if let Some(s) = u.status {
+        r.status = s;
+    }
+    if let Some(l) = u.log {
+        r.log = l;
+    }
+    if let Some(a) = u.auditlog {
+        r.auditlog = a;
+    }
+    if u.msg.is_some() {
+        r.msg = u.msg.clone();
+    }
+    if u.logdata.is_some() {
+        r.logdata = u.logdata.clone();
+    }
+    if u.severity.is_some() {
+        r.severity = u.severity;
+    }
+    if !u.tags.is_empty() {
+        r.tags = u.tags.clone();
+    }
+    if u.t_none {
+        r.transforms.clear();
+    }
+    r.transforms.extend(u.transforms.iter().copied());
+    r.setvars.extend(u.setvars.iter().cloned());
+    r.ctls.extend(u.ctls.iter().cloned());
+    if u.skip_after.is_some() {
+        r.skip_after = u.skip_after.clone();
     }
 }
 

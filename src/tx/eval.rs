@@ -90,8 +90,7 @@ pub(crate) fn collect<'a>(t: &'a Transaction, target: &Target, rule: Option<&Rul
         Var::RequestLine => scalar(out, var, Cow::Borrowed(&r.request_line)),
         Var::QueryString => scalar(out, var, Cow::Borrowed(&r.query_string)),
         Var::RequestBody => {
-            let visible = r.body_processed && (r.reqbody_processor.as_slice() != b"JSON" || t.force_request_body_variable || true);
-            if visible && !r.body.is_empty() {
+            if r.body_processed && !r.body.is_empty() {
                 scalar(out, var, Cow::Borrowed(&r.body));
             }
         }
@@ -155,7 +154,80 @@ pub(crate) fn collect<'a>(t: &'a Transaction, target: &Target, rule: Option<&Rul
             }
         }
         Var::Duration => scalar(out, var, Cow::Borrowed(b"0")),
-        Var::WebserverErrorLog => {}
+        Var::WebserverErrorLog | Var::Env | Var::Session | Var::Ip | Var::Global | Var::User | Var::Resource | Var::Geo => {}
+        Var::Xml => {
+            let list = match &target.sel {
+                KeySel::Key(k) if k == "//@*" => &r.xml_attrs,
+                KeySel::Key(k) if k == "/*" => &r.xml_text,
+                _ => &r.xml_text,
+            };
+            for v in list {
+                out.push(("XML".to_string(), Cow::Borrowed(v.as_slice())));
+            }
+        }
+        Var::Files | Var::FilesTmpNames => push_list(out, target, name, &r.files, false, &removed),
+        Var::FilesNames => push_list(out, target, name, &r.files, true, &removed),
+        Var::FilesSizes => push_list(out, target, name, &r.files_sizes, false, &removed),
+        Var::FilesTmpContent => {}
+        Var::FilesCombinedSize => scalar(out, var, Cow::Owned(r.files_combined_size.to_string().into_bytes())),
+        Var::MultipartPartHeaders => push_list(out, target, name, &r.multipart_part_headers, false, &removed),
+        Var::MultipartName => scalar(out, var, Cow::Borrowed(&r.multipart_name)),
+        Var::MultipartFilename => scalar(out, var, Cow::Borrowed(&r.multipart_filename)),
+        Var::MultipartBoundaryQuoted
+        | Var::MultipartBoundaryWhitespace
+        | Var::MultipartCrlfLfLines
+        | Var::MultipartDataAfter
+        | Var::MultipartDataBefore
+        | Var::MultipartFileLimitExceeded
+        | Var::MultipartHeaderFolding
+        | Var::MultipartInvalidHeaderFolding
+        | Var::MultipartInvalidPart
+        | Var::MultipartInvalidQuoting
+        | Var::MultipartLfLine
+        | Var::MultipartMissingSemicolon
+        | Var::MultipartSemicolonMissing
+        | Var::MultipartStrictError
+        | Var::MultipartUnmatchedBoundary => {
+            let alias = if var == Var::MultipartSemicolonMissing { Var::MultipartMissingSemicolon } else { var };
+            let set = r.multipart_flags.contains(&alias);
+            scalar(out, var, Cow::Borrowed(if set { b"1" } else { b"0" }));
+        }
+        Var::ReqbodyProcessorError => scalar(out, var, Cow::Borrowed(if r.reqbody_error { b"1" } else { b"0" })),
+        Var::ReqbodyProcessorErrorMsg => scalar(out, var, Cow::Borrowed(&r.reqbody_error_msg)),
+        Var::UrlencodedError => scalar(out, var, Cow::Borrowed(if r.urlencoded_error { b"1" } else { b"0" })),
+        Var::InboundDataError => scalar(out, var, Cow::Borrowed(if r.inbound_data_error { b"1" } else { b"0" })),
+        Var::OutboundDataError => scalar(out, var, Cow::Borrowed(if r.outbound_data_error { b"1" } else { b"0" })),
+        Var::FullRequest => scalar(out, var, Cow::Owned(r.full_request())),
+        Var::FullRequestLength => scalar(out, var, Cow::Owned(r.full_request().len().to_string().into_bytes())),
+        Var::StatusLine => {
+            if r.response_status != 0 {
+                scalar(out, var, Cow::Owned(format!("{} {}", r.response_protocol, r.response_status).into_bytes()));
+            }
+        }
+        Var::AuthType => {
+            if let Some((_, v)) = r.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(b"authorization")) {
+                let kind = v.split(|&b| b == b' ').next().unwrap_or_default();
+                scalar(out, var, Cow::Borrowed(kind));
+            }
+        }
+        Var::PathInfo => scalar(out, var, Cow::Borrowed(&r.filename)),
+        Var::RemoteHost => scalar(out, var, Cow::Borrowed(r.client_ip.as_bytes())),
+        Var::RemoteUser | Var::Userid | Var::Sessionid => {}
+        Var::HighestSeverity => scalar(out, var, Cow::Owned(t.highest_severity.to_string().into_bytes())),
+        Var::Rule => {
+            if let Some(rule) = rule {
+                let ctx = Ctx { t, rule: Some(rule) };
+                for k in ["id", "msg", "severity", "logdata", "ver", "rev", "phase"] {
+                    if target.sel.matches(k.as_bytes()) {
+                        out.push((format!("RULE:{k}"), Cow::Owned(ctx.lookup("RULE", Some(k)))));
+                    }
+                }
+            }
+        }
+        Var::Time | Var::TimeDay | Var::TimeEpoch | Var::TimeHour | Var::TimeMin | Var::TimeMon | Var::TimeSec | Var::TimeWday | Var::TimeYear => {
+            scalar(out, var, Cow::Owned(super::time::value(var).into_bytes()));
+        }
+        Var::MscPcreLimitsExceeded => scalar(out, var, Cow::Borrowed(b"0")),
     }
     if target.count {
         let n = out.len() - start;
@@ -301,6 +373,9 @@ fn eval_rule(t: &mut Transaction, rule: &Rule, phase: u8) -> Option<Disruptive> 
         for c in &l.ctls {
             apply_ctl(t, c);
         }
+    }
+    if let Some(sev) = rule.severity {
+        t.highest_severity = t.highest_severity.min(sev);
     }
     if rule.log {
         let line = log::rule_line(t, rule, phase);

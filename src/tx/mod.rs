@@ -9,6 +9,7 @@
 mod eval;
 mod log;
 mod request;
+mod time;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -64,6 +65,8 @@ pub struct Transaction {
     pub(crate) removed_targets: Vec<eval::TargetRemoval>,
     /// `MATCHED_VAR`, `MATCHED_VAR_NAME`, `MATCHED_VARS` of the current rule.
     pub(crate) matched: eval::Matched,
+    /// Lowest severity number seen in a matched rule (0 = EMERGENCY); 255 = none.
+    pub(crate) highest_severity: u8,
     allow: Option<AllowScope>,
     interruption: Option<Interruption>,
     logs: Vec<String>,
@@ -89,6 +92,7 @@ impl Transaction {
             removed_tags: Vec::new(),
             removed_targets: Vec::new(),
             matched: eval::Matched::default(),
+            highest_severity: 255,
             allow: None,
             interruption: None,
             logs: Vec::new(),

@@ -39,6 +39,17 @@ pub(crate) struct Request {
     pub response_body: Vec<u8>,
     pub response_body_seen: bool,
     pub outbound_data_error: bool,
+    /// Multipart: FILES (field name -> file name), FILES_SIZES, part headers, flags set.
+    pub files: Vec<(Vec<u8>, Vec<u8>)>,
+    pub files_sizes: Vec<(Vec<u8>, Vec<u8>)>,
+    pub files_combined_size: usize,
+    pub multipart_part_headers: Vec<(Vec<u8>, Vec<u8>)>,
+    pub multipart_flags: Vec<crate::vars::Var>,
+    pub multipart_name: Vec<u8>,
+    pub multipart_filename: Vec<u8>,
+    /// XML: `XML:/*` (text content) and `XML://@*` (attribute values).
+    pub xml_text: Vec<Vec<u8>>,
+    pub xml_attrs: Vec<Vec<u8>>,
 }
 
 /// Percent-decodes `%XX` (no `+` to space); invalid escapes are kept.
@@ -158,6 +169,21 @@ impl Request {
             self.response_content_type = String::from_utf8_lossy(ct).trim().to_ascii_lowercase();
         }
         self.response_headers.push((name.to_vec(), value.to_vec()));
+    }
+
+    /// `FULL_REQUEST`: request line, headers, blank line, body.
+    pub fn full_request(&self) -> Vec<u8> {
+        let mut out = self.request_line.clone();
+        out.push(b'\n');
+        for (k, v) in &self.headers {
+            out.extend_from_slice(k);
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(v);
+            out.push(b'\n');
+        }
+        out.push(b'\n');
+        out.extend_from_slice(&self.body);
+        out
     }
 
     fn header(&self, name: &[u8]) -> Option<&[u8]> {

@@ -1,1 +1,0 @@
-//! libinjection wrapper (in progress).
