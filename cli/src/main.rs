@@ -11,7 +11,7 @@ use std::sync::Arc;
 use wafer::{BodyAppend, Ruleset, Transaction, Waf};
 
 fn usage() -> ExitCode {
-    eprintln!("usage:\n  wafer check CONFIG.json\n  wafer check-rules FILE.conf\n  wafer eval CONFIG.json METHOD URI [Header: value]... [--body FILE]");
+    eprintln!("usage:\n  wafer check CONFIG.json\n  wafer check-rules FILE.conf\n  wafer eval CONFIG.json METHOD URI [Header: value]... [--body FILE]\n  wafer crs-test --native [--tests DIR] [--filter REGEX] [-v]");
     ExitCode::from(2)
 }
 
@@ -25,6 +25,7 @@ fn main() -> ExitCode {
         Some("check") if args.len() == 2 => check(&args[1]),
         Some("check-rules") if args.len() == 2 => check_rules(&args[1]),
         Some("eval") if args.len() >= 4 => eval(&args[1..]),
+        Some("crs-test") => crs_test(&args[1..]),
         _ => return usage(),
     };
     match result {
@@ -97,4 +98,59 @@ fn eval(args: &[String]) -> Result<(), String> {
         None => println!("verdict: pass"),
     }
     Ok(())
+}
+
+fn crs_test(args: &[String]) -> Result<(), String> {
+    use wafer_cli::crs::{check, ftw, native, TEST_SETUP};
+    let mut dir = std::env::var("CRS_DIR").map(|d| format!("{d}/tests/regression/tests")).unwrap_or_default();
+    let mut filter: Option<regex::Regex> = None;
+    let mut verbose = false;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--native" => {}
+            "--tests" => dir = it.next().ok_or("--tests needs a folder")?.clone(),
+            "--filter" => filter = Some(regex::Regex::new(it.next().ok_or("--filter needs a regex")?).map_err(|e| e.to_string())?),
+            "-v" => verbose = true,
+            other => return Err(format!("unknown option {other}")),
+        }
+    }
+    if dir.is_empty() {
+        return Err("set CRS_DIR or pass --tests DIR".into());
+    }
+    let tests = ftw::load(std::path::Path::new(&dir))?;
+    let rs = Arc::new(Ruleset::compile("crs-test", &TEST_SETUP.join("\n")).map_err(|e| e.to_string())?);
+    let (mut passed, mut failed) = (0usize, 0usize);
+    for t in &tests {
+        if filter.as_ref().is_some_and(|f| !f.is_match(&t.id)) {
+            continue;
+        }
+        let mut result = Ok(());
+        for stage in &t.stages {
+            let raw = ftw::raw_request(&stage.input);
+            let obs = native::run(&rs, &raw);
+            result = check::check(&stage.output, &obs);
+            if verbose {
+                for l in &obs.log_lines {
+                    println!("  {} log: {}", t.id, l.chars().take(300).collect::<String>());
+                }
+            }
+            if result.is_err() {
+                break;
+            }
+        }
+        match result {
+            Ok(()) => passed += 1,
+            Err(e) => {
+                failed += 1;
+                println!("FAIL {}: {e}", t.id);
+            }
+        }
+    }
+    println!("{passed} passed, {failed} failed");
+    if failed > 0 {
+        Err(format!("{failed} CRS tests failed"))
+    } else {
+        Ok(())
+    }
 }

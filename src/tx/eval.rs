@@ -101,7 +101,10 @@ pub(crate) fn collect<'a>(t: &'a Transaction, target: &Target, rule: Option<&Rul
         }
         Var::ReqbodyError => scalar(out, var, Cow::Borrowed(if r.reqbody_error { b"1" } else { b"0" })),
         Var::ReqbodyErrorMsg => scalar(out, var, Cow::Borrowed(&r.reqbody_error_msg)),
-        Var::ReqbodyProcessor => scalar(out, var, Cow::Borrowed(&r.reqbody_processor)),
+        Var::ReqbodyProcessor => {
+            let p = t.body_processor.clone().or_else(|| r.default_body_processor()).unwrap_or_default();
+            scalar(out, var, Cow::Owned(p.into_bytes()));
+        }
         Var::RemoteAddr => scalar(out, var, Cow::Borrowed(r.client_ip.as_bytes())),
         Var::RemotePort => scalar(out, var, Cow::Owned(r.client_port.to_string().into_bytes())),
         Var::ServerAddr => scalar(out, var, Cow::Borrowed(r.server_ip.as_bytes())),
@@ -117,7 +120,6 @@ pub(crate) fn collect<'a>(t: &'a Transaction, target: &Target, rule: Option<&Rul
                 }
             }
         }
-        Var::Env => {}
         Var::MatchedVar => {
             if !t.matched.var_name.is_empty() {
                 scalar(out, var, Cow::Borrowed(&t.matched.var));
@@ -186,11 +188,13 @@ pub(crate) fn collect<'a>(t: &'a Transaction, target: &Target, rule: Option<&Rul
         | Var::MultipartLfLine
         | Var::MultipartMissingSemicolon
         | Var::MultipartSemicolonMissing
-        | Var::MultipartStrictError
-        | Var::MultipartUnmatchedBoundary => {
+        | Var::MultipartStrictError => {
             let alias = if var == Var::MultipartSemicolonMissing { Var::MultipartMissingSemicolon } else { var };
             let set = r.multipart_flags.contains(&alias);
             scalar(out, var, Cow::Borrowed(if set { b"1" } else { b"0" }));
+        }
+        Var::MultipartUnmatchedBoundary => {
+            scalar(out, var, Cow::Owned(r.multipart_unmatched_boundary.to_string().into_bytes()));
         }
         Var::ReqbodyProcessorError => scalar(out, var, Cow::Borrowed(if r.reqbody_error { b"1" } else { b"0" })),
         Var::ReqbodyProcessorErrorMsg => scalar(out, var, Cow::Borrowed(&r.reqbody_error_msg)),
@@ -336,10 +340,17 @@ fn eval_link(t: &Transaction, link: &Rule, head: &Rule) -> Vec<Hit> {
 }
 
 /// Runs a rule (with its chain). Returns the decision if it matched.
+///
+/// As in ModSecurity v3, each matched value of a link immediately updates the
+/// captures (`TX:0-9`), `MATCHED_VAR*` and runs that link's `setvar`s and
+/// expands its `msg`/`logdata` (so a chain head's `setvar` is visible to the
+/// next link). `ctl`, logging and the disruptive action wait for the whole chain.
 fn eval_rule(t: &mut Transaction, rule: &Rule, phase: u8) -> Option<Disruptive> {
     t.matched.vars.clear();
     let mut link = Some(rule);
     let mut links: Vec<&Rule> = Vec::new();
+    let mut msg: Option<Vec<u8>> = None;
+    let mut logdata: Option<Vec<u8>> = None;
     while let Some(l) = link {
         let hits = eval_link(t, l, rule);
         if hits.is_empty() {
@@ -361,15 +372,21 @@ fn eval_rule(t: &mut Transaction, rule: &Rule, phase: u8) -> Option<Disruptive> 
             t.matched.var = h.value.clone();
             t.matched.var_name = h.name.clone();
             t.matched.vars.push((h.name, h.value));
+            for sv in &l.setvars {
+                apply_setvar(t, rule, sv);
+            }
+            let ctx = Ctx { t, rule: Some(rule) };
+            if let Some(m) = &l.msg {
+                msg = Some(ctx.expand(m));
+            }
+            if let Some(d) = &l.logdata {
+                logdata = Some(ctx.expand(d));
+            }
         }
         links.push(l);
         link = l.chain.as_deref();
     }
-    // Full match: non-disruptive actions of every link, in order.
     for l in &links {
-        for sv in &l.setvars {
-            apply_setvar(t, rule, sv);
-        }
         for c in &l.ctls {
             apply_ctl(t, c);
         }
@@ -378,7 +395,7 @@ fn eval_rule(t: &mut Transaction, rule: &Rule, phase: u8) -> Option<Disruptive> 
         t.highest_severity = t.highest_severity.min(sev);
     }
     if rule.log {
-        let line = log::rule_line(t, rule, phase);
+        let line = log::rule_line(t, rule, phase, msg.as_deref(), logdata.as_deref());
         t.logs.push(line);
     }
     Some(rule.disruptive.clone())

@@ -1,6 +1,7 @@
 //! The request and response as the rules see them (variables' sources).
 
-use crate::body::{json, urlencoded};
+use crate::body::{json, multipart, urlencoded, xml};
+use crate::vars::Var;
 
 /// Everything known about the request and response, filled as the host feeds it.
 #[derive(Debug, Default)]
@@ -45,6 +46,8 @@ pub(crate) struct Request {
     pub files_combined_size: usize,
     pub multipart_part_headers: Vec<(Vec<u8>, Vec<u8>)>,
     pub multipart_flags: Vec<crate::vars::Var>,
+    /// MULTIPART_UNMATCHED_BOUNDARY is a number in v3 (2 on ordinary bodies).
+    pub multipart_unmatched_boundary: u8,
     pub multipart_name: Vec<u8>,
     pub multipart_filename: Vec<u8>,
     /// XML: `XML:/*` (text content) and `XML://@*` (attribute values).
@@ -226,6 +229,53 @@ impl Request {
                         self.reqbody_error = true;
                         self.reqbody_error_msg = e.msg.into_bytes();
                     }
+                }
+            }
+            Some("MULTIPART") => {
+                let ct = self.header(b"content-type").unwrap_or_default().to_vec();
+                let opts = multipart::MultipartOptions { max_files: usize::MAX, keep_file_content: false };
+                let m = multipart::parse(&ct, &self.body, &opts);
+                self.args_post.extend(m.fields.iter().take(room).cloned());
+                for f in &m.files {
+                    self.files.push((f.name.clone(), f.filename.clone()));
+                    self.files_sizes.push((f.name.clone(), f.size.to_string().into_bytes()));
+                }
+                self.files_combined_size = m.files_combined_size();
+                self.multipart_part_headers = m.part_headers.clone();
+                self.multipart_name = m.names.last().cloned().unwrap_or_default();
+                self.multipart_filename = m.filenames.last().cloned().unwrap_or_default();
+                let f = &m.flags;
+                let flags = [
+                    (f.strict_error(), Var::MultipartStrictError),
+                    (f.boundary_quoted, Var::MultipartBoundaryQuoted),
+                    (f.boundary_whitespace, Var::MultipartBoundaryWhitespace),
+                    (f.data_before, Var::MultipartDataBefore),
+                    (f.data_after, Var::MultipartDataAfter),
+                    (f.header_folding, Var::MultipartHeaderFolding),
+                    (f.lf_line, Var::MultipartLfLine),
+                    (f.crlf_lf_lines(), Var::MultipartCrlfLfLines),
+                    (f.missing_semicolon, Var::MultipartMissingSemicolon),
+                    (f.invalid_quoting, Var::MultipartInvalidQuoting),
+                    (f.invalid_part, Var::MultipartInvalidPart),
+                    (f.invalid_header_folding, Var::MultipartInvalidHeaderFolding),
+                    (f.file_limit_exceeded, Var::MultipartFileLimitExceeded),
+                ];
+                self.multipart_unmatched_boundary = f.unmatched_boundary;
+                self.multipart_flags = flags.iter().filter(|(on, _)| *on).map(|(_, v)| *v).collect();
+                if let Some(e) = m.error {
+                    self.reqbody_error = true;
+                    self.reqbody_error_msg = e.into_bytes();
+                }
+            }
+            Some("XML") => {
+                let x = xml::parse(&self.body, &xml::XmlLimits::default());
+                if let Some(t) = x.root_text() {
+                    self.xml_text.push(t.to_vec());
+                }
+                self.xml_attrs = x.attr_values;
+                if let Some(e) = x.error {
+                    self.reqbody_error = true;
+                    self.reqbody_error_msg = e.into_bytes();
                 }
             }
             _ => {}

@@ -1,0 +1,130 @@
+//! In-process runner: parses go-ftw's raw request and feeds it straight to a
+//! Transaction (no proxy). Fast feedback on engine semantics; the verdict of
+//! record comes from the Envoy mode.
+
+use std::sync::Arc;
+
+use wafer::{BodyAppend, Ruleset, Transaction};
+
+use super::check::Observed;
+
+/// A parsed HTTP/1.x request (lenient, like a proxy that let it through).
+pub struct RawRequest {
+    pub method: String,
+    pub uri: String,
+    pub version: String,
+    pub headers: Vec<(Vec<u8>, Vec<u8>)>,
+    pub body: Vec<u8>,
+}
+
+pub fn parse(raw: &[u8]) -> Option<RawRequest> {
+    let head_end = raw.windows(4).position(|w| w == b"\r\n\r\n").map(|p| (p, p + 4)).or_else(|| raw.windows(2).position(|w| w == b"\n\n").map(|p| (p, p + 2)))?;
+    let head = &raw[..head_end.0];
+    let mut lines = head.split(|&b| b == b'\n').map(|l| l.strip_suffix(b"\r").unwrap_or(l));
+    let line = String::from_utf8_lossy(lines.next()?).into_owned();
+    let mut parts = line.splitn(3, ' ');
+    let method = parts.next()?.to_string();
+    let uri = parts.next().unwrap_or("/").to_string();
+    let version = parts.next().unwrap_or("HTTP/1.1").to_string();
+    let headers = lines.filter_map(|l| {
+        let p = l.iter().position(|&b| b == b':')?;
+        let v = &l[p + 1..];
+        let v = &v[v.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(v.len())..];
+        Some((l[..p].to_vec(), v.to_vec()))
+    });
+    let headers: Vec<_> = headers.collect();
+    let mut body = raw[head_end.1..].to_vec();
+    let chunked = headers.iter().any(|(k, v)| k.eq_ignore_ascii_case(b"transfer-encoding") && v.eq_ignore_ascii_case(b"chunked"));
+    if chunked {
+        body = dechunk(&body);
+    } else if let Some((_, v)) = headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(b"content-length")) {
+        if let Ok(n) = String::from_utf8_lossy(v).trim().parse::<usize>() {
+            body.truncate(n);
+        }
+    }
+    Some(RawRequest { method, uri, version, headers, body })
+}
+
+fn dechunk(mut b: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let Some(p) = b.windows(2).position(|w| w == b"\r\n") else { break };
+        let size = usize::from_str_radix(String::from_utf8_lossy(&b[..p]).split(';').next().unwrap_or("").trim(), 16).unwrap_or(0);
+        b = &b[p + 2..];
+        if size == 0 || size > b.len() {
+            break;
+        }
+        out.extend_from_slice(&b[..size]);
+        b = b.get(size + 2..).unwrap_or_default();
+    }
+    out
+}
+
+/// Runs one raw request through phases 1-5 and returns what go-ftw would see.
+pub fn run(rs: &Arc<Ruleset>, raw: &[u8]) -> Observed {
+    let Some(req) = parse(raw) else { return Observed::default() };
+    let mut tx = Transaction::new(rs.clone(), "native".into());
+    tx.process_connection("127.0.0.1", 50000, "127.0.0.1", 80);
+    tx.process_uri(&req.uri, &req.method, &req.version);
+    for (k, v) in &req.headers {
+        tx.add_request_header(k, v);
+    }
+    let mut status = 200u16;
+    let mut interrupted = tx.process_request_headers();
+    if interrupted.is_none() {
+        if tx.request_body_access() && !req.body.is_empty() {
+            if let BodyAppend::Interrupt(i) = tx.append_request_body(&req.body) {
+                interrupted = Some(i);
+            }
+        }
+        if interrupted.is_none() {
+            interrupted = tx.process_request_body();
+        }
+    }
+    let mut response = Vec::new();
+    if let Some(i) = &interrupted {
+        status = i.status;
+    } else {
+        // Albedo: /reflect answers with what the JSON body describes.
+        let (st, headers, body) = reflect(&req);
+        status = st;
+        for (k, v) in &headers {
+            tx.add_response_header(k.as_bytes(), v.as_bytes());
+        }
+        if let Some(i) = tx.process_response_headers(status, "HTTP/1.1") {
+            status = i.status;
+        } else {
+            if tx.response_body_access() && !body.is_empty() {
+                let _ = tx.append_response_body(&body);
+            }
+            if let Some(i) = tx.process_response_body() {
+                status = i.status;
+            }
+        }
+        response = body;
+    }
+    tx.process_logging();
+    Observed { status: Some(status), response, log_lines: tx.take_log_lines() }
+}
+
+/// albedo's behaviour: `POST /reflect` with `{"status","headers","body","encodedBody"}`.
+pub fn reflect(req: &RawRequest) -> (u16, Vec<(String, String)>, Vec<u8>) {
+    if req.method != "POST" || !req.uri.starts_with("/reflect") {
+        return (200, vec![("Content-Type".into(), "text/plain".into())], Vec::new());
+    }
+    let Ok(v) = serde_json::from_slice::<serde_json::Value>(&req.body) else {
+        return (400, Vec::new(), b"bad reflect spec".to_vec());
+    };
+    let status = v.get("status").and_then(|s| s.as_u64()).and_then(|s| u16::try_from(s).ok()).unwrap_or(200);
+    let headers = v
+        .get("headers")
+        .and_then(|h| h.as_object())
+        .map(|h| h.iter().map(|(k, v)| (k.clone(), v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string()))).collect())
+        .unwrap_or_default();
+    let body = if let Some(b) = v.get("encodedBody").and_then(|b| b.as_str()) {
+        super::ftw::base64(b)
+    } else {
+        v.get("body").and_then(|b| b.as_str()).unwrap_or("").as_bytes().to_vec()
+    };
+    (status, headers, body)
+}
