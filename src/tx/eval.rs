@@ -90,7 +90,13 @@ pub(crate) fn collect<'a>(t: &'a Transaction, target: &Target, rule: Option<&Rul
         Var::RequestLine => scalar(out, var, Cow::Borrowed(&r.request_line)),
         Var::QueryString => scalar(out, var, Cow::Borrowed(&r.query_string)),
         Var::RequestBody => {
-            if r.body_processed && !r.body.is_empty() {
+            // As ModSecurity v2 and Coraza (and what the CRS regression suite
+            // expects): the raw body is visible when no structured processor
+            // parsed it (none, or URLENCODED), or when forceRequestBodyVariable
+            // is on. ModSecurity v3 always fills it; CRS lists that as a quirk.
+            let p = r.reqbody_processor.as_slice();
+            let raw_ok = p.is_empty() || p == b"URLENCODED" || t.force_request_body_variable;
+            if r.body_processed && raw_ok && !r.body.is_empty() {
                 scalar(out, var, Cow::Borrowed(&r.body));
             }
         }

@@ -257,7 +257,7 @@ mod tests {
         let raw = String::from_utf8(raw_request(&input)).unwrap();
         assert!(raw.ends_with("\r\n\r\nvar=1%27+or+1%3D1"), "{raw}");
         assert!(raw.contains("Content-Type: application/x-www-form-urlencoded\r\n"));
-        assert!(raw.contains("Content-Length: 18\r\n"));
+        assert!(raw.contains("Content-Length: 17\r\n"));
         let input = Input { method: Some("POST".into()), data: Some("a=%27".into()), ..Default::default() };
         assert!(String::from_utf8(raw_request(&input)).unwrap().ends_with("\r\n\r\na=%27"));
     }

@@ -69,7 +69,7 @@ pub fn run(rs: &Arc<Ruleset>, raw: &[u8]) -> Observed {
     for (k, v) in &req.headers {
         tx.add_request_header(k, v);
     }
-    let mut status = 200u16;
+    let mut status: u16;
     let mut interrupted = tx.process_request_headers();
     if interrupted.is_none() {
         if tx.request_body_access() && !req.body.is_empty() {
@@ -116,11 +116,15 @@ pub fn reflect(req: &RawRequest) -> (u16, Vec<(String, String)>, Vec<u8>) {
         return (400, Vec::new(), b"bad reflect spec".to_vec());
     };
     let status = v.get("status").and_then(|s| s.as_u64()).and_then(|s| u16::try_from(s).ok()).unwrap_or(200);
-    let headers = v
+    let mut headers: Vec<(String, String)> = v
         .get("headers")
         .and_then(|h| h.as_object())
         .map(|h| h.iter().map(|(k, v)| (k.clone(), v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string()))).collect())
         .unwrap_or_default();
+    // Go's net/http sniffs a Content-Type when the handler sets none.
+    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("content-type")) {
+        headers.push(("Content-Type".into(), "text/plain; charset=utf-8".into()));
+    }
     let body = if let Some(b) = v.get("encodedBody").and_then(|b| b.as_str()) {
         super::ftw::base64(b)
     } else {
