@@ -58,6 +58,10 @@ pub(crate) fn collect<'a>(t: &'a Transaction, target: &Target, rule: Option<&Rul
     let r = &t.req;
     let var = target.var;
     let name = var.name();
+    if !var.is_collection() && removed(b"") {
+        // `ctl:ruleRemoveTarget*=...;REQUEST_FILENAME` drops a whole scalar.
+        return;
+    }
     match var {
         Var::Args => {
             push_list(out, target, name, &r.args_get, false, &removed);
@@ -90,12 +94,12 @@ pub(crate) fn collect<'a>(t: &'a Transaction, target: &Target, rule: Option<&Rul
         Var::RequestLine => scalar(out, var, Cow::Borrowed(&r.request_line)),
         Var::QueryString => scalar(out, var, Cow::Borrowed(&r.query_string)),
         Var::RequestBody => {
-            // As ModSecurity v2 and Coraza (and what the CRS regression suite
-            // expects): the raw body is visible when no structured processor
-            // parsed it (none, or URLENCODED), or when forceRequestBodyVariable
-            // is on. ModSecurity v3 always fills it; CRS lists that as a quirk.
+            // What the CRS regression suite expects: the raw body is visible
+            // unless the XML or MULTIPART processor parsed it (then only with
+            // forceRequestBodyVariable). ModSecurity v3 always fills it, which
+            // CRS lists as a quirk (XML element names would then match).
             let p = r.reqbody_processor.as_slice();
-            let raw_ok = p.is_empty() || p == b"URLENCODED" || t.force_request_body_variable;
+            let raw_ok = p.is_empty() || p == b"URLENCODED" || p == b"JSON" || t.force_request_body_variable;
             if r.body_processed && raw_ok && !r.body.is_empty() {
                 scalar(out, var, Cow::Borrowed(&r.body));
             }
@@ -348,15 +352,14 @@ fn eval_link(t: &Transaction, link: &Rule, head: &Rule) -> Vec<Hit> {
 /// Runs a rule (with its chain). Returns the decision if it matched.
 ///
 /// As in ModSecurity v3, each matched value of a link immediately updates the
-/// captures (`TX:0-9`), `MATCHED_VAR*` and runs that link's `setvar`s and
-/// expands its `msg`/`logdata` (so a chain head's `setvar` is visible to the
-/// next link). `ctl`, logging and the disruptive action wait for the whole chain.
+/// captures (`TX:0-9`), `MATCHED_VAR*` and runs that link's `setvar`s (so a
+/// chain head's `setvar` is visible to the next link). `ctl`, `msg`/`logdata`
+/// expansion (with the last link's captures, as the CRS tests expect), logging
+/// and the disruptive action wait for the whole chain.
 fn eval_rule(t: &mut Transaction, rule: &Rule, phase: u8) -> Option<Disruptive> {
     t.matched.vars.clear();
     let mut link = Some(rule);
     let mut links: Vec<&Rule> = Vec::new();
-    let mut msg: Option<Vec<u8>> = None;
-    let mut logdata: Option<Vec<u8>> = None;
     while let Some(l) = link {
         let hits = eval_link(t, l, rule);
         if hits.is_empty() {
@@ -381,13 +384,6 @@ fn eval_rule(t: &mut Transaction, rule: &Rule, phase: u8) -> Option<Disruptive> 
             for sv in &l.setvars {
                 apply_setvar(t, rule, sv);
             }
-            let ctx = Ctx { t, rule: Some(rule) };
-            if let Some(m) = &l.msg {
-                msg = Some(ctx.expand(m));
-            }
-            if let Some(d) = &l.logdata {
-                logdata = Some(ctx.expand(d));
-            }
         }
         links.push(l);
         link = l.chain.as_deref();
@@ -401,7 +397,7 @@ fn eval_rule(t: &mut Transaction, rule: &Rule, phase: u8) -> Option<Disruptive> 
         t.highest_severity = t.highest_severity.min(sev);
     }
     if rule.log {
-        let line = log::rule_line(t, rule, phase, msg.as_deref(), logdata.as_deref());
+        let line = log::rule_line(t, rule, phase);
         t.logs.push(line);
     }
     Some(rule.disruptive.clone())

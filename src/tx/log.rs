@@ -37,7 +37,7 @@ fn field(out: &mut String, name: &str, v: &[u8]) {
     out.push_str("\"]");
 }
 
-pub(crate) fn rule_line(t: &Transaction, rule: &Rule, phase: u8, msg: Option<&[u8]>, data: Option<&[u8]>) -> String {
+pub(crate) fn rule_line(t: &Transaction, rule: &Rule, phase: u8) -> String {
     let ctx = Ctx { t, rule: Some(rule) };
     let mut s = String::with_capacity(512);
     let blocking = t.engine == EngineMode::On && matches!(rule.disruptive, Disruptive::Deny | Disruptive::Drop | Disruptive::Redirect(_)) && phase != 5;
@@ -59,9 +59,9 @@ pub(crate) fn rule_line(t: &Transaction, rule: &Rule, phase: u8, msg: Option<&[u
     field(&mut s, "line", rule.line.to_string().as_bytes());
     field(&mut s, "id", rule.id.to_string().as_bytes());
     field(&mut s, "rev", rule.rev.as_deref().unwrap_or("").as_bytes());
-    let msg = msg.map(<[u8]>::to_vec).or_else(|| rule.msg.as_ref().map(|m| ctx.expand(m))).unwrap_or_default();
+    let msg = rule.msg.as_ref().map(|m| ctx.expand(m)).unwrap_or_default();
     field(&mut s, "msg", &msg);
-    let data = data.map(<[u8]>::to_vec).or_else(|| rule.logdata.as_ref().map(|m| ctx.expand(m))).unwrap_or_default();
+    let data = rule.logdata.as_ref().map(|m| ctx.expand(m)).unwrap_or_default();
     field(&mut s, "data", &data);
     field(&mut s, "severity", rule.severity.map(|v| v.to_string()).unwrap_or_default().as_bytes());
     field(&mut s, "ver", rule.ver.as_deref().unwrap_or("").as_bytes());

@@ -37,10 +37,14 @@ pub fn parse(raw: &[u8]) -> Option<RawRequest> {
     let chunked = headers.iter().any(|(k, v)| k.eq_ignore_ascii_case(b"transfer-encoding") && v.eq_ignore_ascii_case(b"chunked"));
     if chunked {
         body = dechunk(&body);
-    } else if let Some((_, v)) = headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(b"content-length")) {
-        if let Ok(n) = String::from_utf8_lossy(v).trim().parse::<usize>() {
-            body.truncate(n);
-        }
+    } else {
+        // Without Content-Length an HTTP/1.1 request has no body.
+        let n = headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(b"content-length"))
+            .and_then(|(_, v)| String::from_utf8_lossy(v).trim().parse::<usize>().ok())
+            .unwrap_or(0);
+        body.truncate(n);
     }
     Some(RawRequest { method, uri, version, headers, body })
 }

@@ -1,0 +1,48 @@
+//! `@detectSQLi` / `@detectXSS`: libinjection's SQLi and XSS detectors.
+//!
+//! A Rust port of libinjection (libinjection/libinjection at v3.10.0-83, Feb
+//! 2025; BSD-3-Clause, (c) 2012-2016 Nick Galbreath / Client9, 2021
+//! LibInjection), written to reproduce the C library's results exactly,
+//! including its quirks. The SQL keyword / fingerprint and character-class
+//! tables come from the `libinjectionrs` crate, whose own algorithms are not
+//! used: they pass libinjection's unit vectors but disagree with the C library
+//! on other inputs. The tests check the tables against libinjection's
+//! `sqlparse_data.json` and run every unit vector of libinjection.
+//!
+//! Both entry points run in bounded stack space without per-call allocation
+//! (apart from the returned fingerprint), never panic, and build for
+//! `wasm32-wasip1`.
+
+mod html5;
+mod sqli;
+mod xss;
+
+/// Some(fingerprint) when libinjection says SQLi (fingerprint like "s&1c"), None otherwise.
+///
+/// Same as C `libinjection_sqli(input, len, fingerprint)`: the input is tried as
+/// is and as if preceded by a single or double quote, in ANSI and MySQL
+/// dialects, and the fingerprint of the first context found to be SQLi is returned.
+pub fn detect_sqli(input: &[u8]) -> Option<String> {
+    let mut state = sqli::SqliState::new(input, 0);
+    if state.is_sqli() {
+        Some(
+            sqli::c_str(&state.fingerprint)
+                .iter()
+                .map(|&b| b as char)
+                .collect(),
+        )
+    } else {
+        None
+    }
+}
+
+/// true when libinjection's XSS detector flags the input.
+///
+/// Same as C `libinjection_xss(input, len)`: the html5 tokenizer is run from
+/// the data state and from the four attribute-value states (unquoted, ', ", `).
+pub fn detect_xss(input: &[u8]) -> bool {
+    xss::xss(input)
+}
+
+#[cfg(test)]
+mod tests;

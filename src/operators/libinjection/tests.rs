@@ -1,0 +1,450 @@
+//! Tests: libinjection's unit vectors (every file), the data tables against
+//! libinjection's `sqlparse_data.json`, and direct checks of the public API.
+//!
+//! The vectors folder is `$LIBINJECTION_TESTS` if set, else
+//! `../shared/libinjection-tests` next to the repository; see its FORMAT.md.
+
+use super::html5::{Flags, Html5};
+use super::sqli::{self, SqliState, Token};
+use super::{detect_sqli, detect_xss};
+use std::path::PathBuf;
+
+// ---------------------------------------------------------------- direct tests
+
+#[test]
+fn direct_sqli_positive() {
+    assert_eq!(detect_sqli(b"1' or 1=1--").as_deref(), Some("s&1c"));
+    assert_eq!(
+        detect_sqli(b"1 UNION SELECT * FROM users").as_deref(),
+        Some("1UEok")
+    );
+    assert_eq!(detect_sqli(b"' OR '1'='1").as_deref(), Some("s&sos"));
+    // MySQL conditional comments are "evil"
+    assert_eq!(detect_sqli(b"1/*!UNION*/SELECT").as_deref(), Some("X"));
+}
+
+#[test]
+fn direct_xss_positive() {
+    assert!(detect_xss(b"<script>alert(1)</script>"));
+    assert!(detect_xss(b"<a href=\"javascript:alert(1)\">x</a>"));
+    assert!(detect_xss(b"<img src=x onerror=alert(1)>"));
+    assert!(detect_xss(b"\" onmouseover=alert(1) x=\""));
+    assert!(detect_xss(b"<a href=\"&#x6A;avascript:alert(1)\">"));
+    assert!(detect_xss(b"<!DOCTYPE html>"));
+}
+
+#[test]
+fn direct_benign_negative() {
+    for s in [
+        &b"hello world"[..],
+        b"John O'Reilly",
+        b"the quick brown fox",
+        b"",
+        b"12345",
+        b"user@example.com",
+        b"a < b and c > d",
+        b"online shopping", // "on*" that is no event handler
+    ] {
+        let shown = String::from_utf8_lossy(s);
+        assert_eq!(detect_sqli(s), None, "sqli false positive on {shown:?}");
+        assert!(!detect_xss(s), "xss false positive on {shown:?}");
+    }
+}
+
+#[test]
+fn hostile_inputs_do_not_panic() {
+    let mut inputs: Vec<Vec<u8>> = vec![
+        (0u8..=255).collect(),
+        vec![0u8; 1000],
+        vec![0xffu8; 1000],
+        b"'".repeat(5000),
+        b"\\'".repeat(5000),
+        b"/*".repeat(5000),
+        b"<".repeat(5000),
+        b"<a ".repeat(3000),
+        b"<a /".repeat(3000),
+        b"<a/"
+            .to_vec()
+            .into_iter()
+            .chain(b"/".repeat(200_000))
+            .collect(),
+        b"@@`".repeat(1000),
+        b"$$".repeat(1000),
+        b"$a$".repeat(1000),
+        b"0x".repeat(1000),
+        b"1e".repeat(1000),
+        b"&#x".repeat(1000),
+        b"<a href=&#x".repeat(1000),
+        b"<!--".repeat(1000),
+        b"N'".repeat(1000),
+        b"q'[".repeat(1000),
+        b"--".repeat(1000),
+        b"1+".repeat(100_000),
+        b"(".repeat(100_000),
+        b"a".repeat(1 << 20),
+    ];
+    // Deterministic pseudo-random inputs over an alphabet rich in SQL/HTML syntax.
+    let alphabet =
+        b"'\"`@$#-/*!<>=&|()[]{},.;:%?\\ \t\n\r\x00\x0b\xa0\xffNqQxXbBeEuU01aASELECTunionon";
+    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+    for len in 1..600usize {
+        let mut v = Vec::with_capacity(len);
+        for _ in 0..len {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            v.push(alphabet[(seed % alphabet.len() as u64) as usize]);
+        }
+        inputs.push(v);
+    }
+    for input in &inputs {
+        let _ = detect_sqli(input);
+        let _ = detect_xss(input);
+        // suffixes too, so that each byte is also seen at the start of an input
+        for start in (1..input.len().min(64)).step_by(7) {
+            let _ = detect_sqli(&input[start..]);
+            let _ = detect_xss(&input[start..]);
+        }
+    }
+}
+
+// ---------------------------------------------------------------- vectors
+
+fn shared_dir() -> PathBuf {
+    match std::env::var_os("LIBINJECTION_TESTS") {
+        Some(p) => PathBuf::from(p),
+        None => PathBuf::from(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../shared/libinjection-tests"
+        )),
+    }
+}
+
+/// The folder holding the `test-*.txt` files (the shared folder or its `tests/`).
+fn vectors_dir() -> PathBuf {
+    let base = shared_dir();
+    if base.join("tests").is_dir() {
+        base.join("tests")
+    } else {
+        base
+    }
+}
+
+/// `sqlparse_data.json`, next to `tests/`.
+fn read_data_json() -> serde_json::Value {
+    let base = shared_dir();
+    let path = [
+        base.join("sqlparse_data.json"),
+        base.join("../sqlparse_data.json"),
+    ]
+    .into_iter()
+    .find(|p| p.is_file())
+    .unwrap_or_else(|| {
+        panic!(
+            "sqlparse_data.json not found in or above {}; set LIBINJECTION_TESTS to the \
+                 libinjection-tests folder",
+            base.display()
+        )
+    });
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Right-trim like the reference driver: spaces, \t, \r, \n.
+fn rtrim(mut s: &[u8]) -> &[u8] {
+    while let [rest @ .., b' ' | b'\t' | b'\r' | b'\n'] = s {
+        s = rest;
+    }
+    s
+}
+
+/// (input, expected), both right-trimmed, parsed like libinjection's `testdriver.c`.
+fn parse_vector(bytes: &[u8]) -> Result<(Vec<u8>, Vec<u8>), String> {
+    let mut lines = bytes.split_inclusive(|&b| b == b'\n');
+    if lines.next() != Some(&b"--TEST--\n"[..]) {
+        return Err("first line is not --TEST--".into());
+    }
+    let (mut input, mut expected) = (Vec::new(), Vec::new());
+    let mut section = 0; // 0 = description, 1 = input, 2 = expected
+    for line in lines {
+        if line == b"--INPUT--\n" && section == 0 {
+            section = 1;
+        } else if line == b"--EXPECTED--\n" && section == 1 {
+            section = 2;
+        } else if section == 1 {
+            input.extend_from_slice(line);
+        } else if section == 2 {
+            expected.extend_from_slice(line);
+        }
+    }
+    if section != 2 {
+        return Err("missing --INPUT-- or --EXPECTED-- marker".into());
+    }
+    Ok((rtrim(&input).to_vec(), rtrim(&expected).to_vec()))
+}
+
+/// testdriver.c `print_token` (with `print_string` / `print_var`).
+fn print_token(out: &mut Vec<u8>, t: &Token) {
+    out.push(t.ty);
+    out.push(b' ');
+    if t.ty == sqli::TYPE_VARIABLE {
+        if t.count >= 1 {
+            out.push(b'@');
+        }
+        if t.count == 2 {
+            out.push(b'@');
+        }
+    }
+    if t.ty == sqli::TYPE_STRING || t.ty == sqli::TYPE_VARIABLE {
+        if t.str_open != 0 {
+            out.push(t.str_open);
+        }
+        out.extend_from_slice(t.c_str());
+        if t.str_close != 0 {
+            out.push(t.str_close);
+        }
+    } else {
+        out.extend_from_slice(t.c_str());
+    }
+    out.push(b'\n');
+}
+
+const TOKENS_FLAGS: u32 = sqli::FLAG_QUOTE_NONE | sqli::FLAG_SQL_ANSI;
+
+fn run_tokens(input: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut st = SqliState::new(input, TOKENS_FLAGS);
+    while st.tokenize() {
+        print_token(&mut out, &st.tokenvec[st.current]);
+    }
+    out
+}
+
+fn run_folding(input: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut st = SqliState::new(input, TOKENS_FLAGS);
+    let n = st.fold();
+    for t in &st.tokenvec[..n] {
+        print_token(&mut out, t);
+    }
+    out
+}
+
+fn run_sqli(input: &[u8]) -> Vec<u8> {
+    detect_sqli(input)
+        .map(String::into_bytes)
+        .unwrap_or_default()
+}
+
+fn run_html5(input: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut h5 = Html5::new(input, Flags::DataState);
+    while h5.next_token() {
+        out.extend_from_slice(format!("{},{},", h5.token_type.name(), h5.token_len).as_bytes());
+        out.extend_from_slice(sqli::c_str(h5.token())); // printed with %s
+        out.push(b'\n');
+    }
+    out
+}
+
+fn run_xss(input: &[u8]) -> Vec<u8> {
+    vec![if detect_xss(input) { b'1' } else { b'0' }]
+}
+
+const KINDS: [&str; 5] = ["tokens", "folding", "sqli", "html5", "xss"];
+
+fn show(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn diff(name: &str, input: &[u8], expected: &[u8], actual: &[u8]) -> String {
+    let e: Vec<&[u8]> = expected.split(|&b| b == b'\n').collect();
+    let a: Vec<&[u8]> = actual.split(|&b| b == b'\n').collect();
+    let mut s = format!(
+        "FAIL {name}\n  input: {:?}\n  (- expected, + actual)\n",
+        show(input)
+    );
+    for i in 0..e.len().max(a.len()) {
+        match (e.get(i), a.get(i)) {
+            (Some(x), Some(y)) if x == y => s += &format!("    {}\n", show(x)),
+            (x, y) => {
+                if let Some(x) = x {
+                    s += &format!("  - {}\n", show(x));
+                }
+                if let Some(y) = y {
+                    s += &format!("  + {}\n", show(y));
+                }
+            }
+        }
+    }
+    s
+}
+
+#[test]
+fn libinjection_unit_vectors() {
+    let dir = vectors_dir();
+    let entries = std::fs::read_dir(&dir).unwrap_or_else(|e| {
+        panic!(
+            "libinjection test vectors not found at {} ({e}); set LIBINJECTION_TESTS to the \
+             libinjection-tests folder (the one holding tests/)",
+            dir.display()
+        )
+    });
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "txt"))
+        .collect();
+    files.sort();
+
+    let mut run = [0usize; 5];
+    let mut passed = [0usize; 5];
+    let mut failures = Vec::new();
+    for path in &files {
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let Some(kind) = KINDS
+            .iter()
+            .position(|k| name.contains(&format!("test-{k}-")))
+        else {
+            failures.push(format!("FAIL {name}: unknown test kind"));
+            continue;
+        };
+        run[kind] += 1;
+        let parsed = std::fs::read(path)
+            .map_err(|e| e.to_string())
+            .and_then(|b| parse_vector(&b));
+        let (input, expected) = match parsed {
+            Ok(v) => v,
+            Err(e) => {
+                failures.push(format!("FAIL {name}: cannot parse: {e}"));
+                continue;
+            }
+        };
+        let actual = match kind {
+            0 => run_tokens(&input),
+            1 => run_folding(&input),
+            2 => run_sqli(&input),
+            3 => run_html5(&input),
+            _ => run_xss(&input),
+        };
+        let actual = rtrim(&actual);
+        if actual == expected.as_slice() {
+            passed[kind] += 1;
+        } else {
+            failures.push(diff(&name, &input, &expected, actual));
+        }
+    }
+
+    for (k, kind) in KINDS.iter().enumerate() {
+        println!("{kind:>8}: {}/{} passed", passed[k], run[k]);
+    }
+    for f in &failures {
+        println!("{f}");
+    }
+    let total: usize = run.iter().sum();
+    assert!(
+        failures.is_empty(),
+        "{} of {total} libinjection vectors failed (see output above)",
+        failures.len()
+    );
+    assert_eq!(
+        total,
+        480,
+        "expected 480 libinjection vectors in {}, found {total}",
+        dir.display()
+    );
+    assert_eq!(
+        run,
+        [249, 118, 50, 63, 0],
+        "per-kind vector counts (tokens, folding, sqli, html5, xss)"
+    );
+}
+
+// ---------------------------------------------------------------- data tables
+
+#[test]
+fn keyword_table_matches_sqlparse_data() {
+    use libinjectionrs::sqli::sqli_data::SQL_KEYWORDS;
+    let data = read_data_json();
+    let keywords = data["keywords"].as_object().expect("keywords object");
+    let fingerprints = data["fingerprints"].as_array().expect("fingerprints array");
+    assert_eq!(keywords.len(), 985);
+    assert_eq!(fingerprints.len(), 8367);
+
+    let mut expected = std::collections::BTreeMap::<Vec<u8>, u8>::new();
+    for (word, ty) in keywords {
+        let ty = ty.as_str().expect("type string").as_bytes();
+        assert_eq!(ty.len(), 1, "keyword {word}");
+        expected.insert(word.as_bytes().to_vec(), ty[0]);
+    }
+    for fp in fingerprints {
+        let fp = fp.as_str().expect("fingerprint string");
+        let key: Vec<u8> = std::iter::once(b'0')
+            .chain(fp.bytes().map(|c| c.to_ascii_uppercase()))
+            .collect();
+        expected.insert(key, sqli::TYPE_FINGERPRINT);
+    }
+    for (word, &ty) in &expected {
+        assert_eq!(sqli::lookup_word(word), ty, "keyword {:?}", show(word));
+        let lower: Vec<u8> = word.to_ascii_lowercase();
+        assert_eq!(
+            sqli::lookup_word(&lower),
+            ty,
+            "keyword {:?} in lower case",
+            show(&lower)
+        );
+    }
+    // nothing more, and no word listed twice with different types
+    let mut actual = std::collections::BTreeMap::<Vec<u8>, u8>::new();
+    for k in SQL_KEYWORDS {
+        if let Some(old) = actual.insert(k.word.as_bytes().to_vec(), k.token_type) {
+            assert_eq!(old, k.token_type, "keyword {} listed twice", k.word);
+        }
+    }
+    assert_eq!(actual, expected);
+    assert_eq!(sqli::lookup_word(b"NOT A KEYWORD"), 0);
+}
+
+#[test]
+fn charmap_matches_sqlparse_data() {
+    use libinjectionrs::sqli::sqli_data::{CharType, CHAR_MAP};
+    let data = read_data_json();
+    let charmap = data["charmap"].as_array().expect("charmap array");
+    assert_eq!(charmap.len(), 256);
+    for (i, name) in charmap.iter().enumerate() {
+        let ours = match CHAR_MAP[i] {
+            CharType::White => "CHAR_WHITE",
+            CharType::Bang => "CHAR_BANG",
+            CharType::String => "CHAR_STR",
+            CharType::Hash => "CHAR_HASH",
+            CharType::Money => "CHAR_MONEY",
+            CharType::Op1 => "CHAR_OP1",
+            CharType::Op2 => "CHAR_OP2",
+            CharType::LeftParens => "CHAR_LEFTPARENS",
+            CharType::RightParens => "CHAR_RIGHTPARENS",
+            CharType::Unary => "CHAR_UNARY",
+            CharType::Comma => "CHAR_COMMA",
+            CharType::Dash => "CHAR_DASH",
+            CharType::Number => "CHAR_NUM",
+            CharType::Slash => "CHAR_SLASH",
+            CharType::Semicolon => "CHAR_SEMICOLON",
+            CharType::Variable => "CHAR_VAR",
+            CharType::Word => "CHAR_WORD",
+            CharType::BString => "CHAR_BSTRING",
+            CharType::EString => "CHAR_ESTRING",
+            CharType::NQString => "CHAR_NQSTRING",
+            CharType::QString => "CHAR_QSTRING",
+            CharType::UString => "CHAR_USTRING",
+            CharType::XString => "CHAR_XSTRING",
+            CharType::BWord => "CHAR_BWORD",
+            CharType::Backslash => "CHAR_BACK",
+            CharType::LeftBrace => "CHAR_LEFTBRACE",
+            CharType::RightBrace => "CHAR_RIGHTBRACE",
+            CharType::Tick => "CHAR_TICK",
+            CharType::Other => "CHAR_OTHER",
+        };
+        assert_eq!(Some(ours), name.as_str(), "charmap[{i}]");
+    }
+}
