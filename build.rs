@@ -35,8 +35,12 @@ fn main() {
     }
 
     let mut crs_version = String::new();
-    if let Ok(dir) = env::var("CRS_DIR") {
-        let dir = PathBuf::from(dir);
+    println!("cargo::rustc-check-cfg=cfg(wafer_crs)");
+    // CRS_DIR, else `make crs`'s ./crs, else a CRS checkout beside the repository.
+    let crs_dir = env::var("CRS_DIR").ok().map(PathBuf::from).or_else(|| {
+        [manifest.join("crs"), manifest.join("../shared/coreruleset")].into_iter().find(|d| d.join("crs-setup.conf.example").is_file())
+    });
+    if let Some(dir) = crs_dir {
         let setup = dir.join("crs-setup.conf.example");
         if setup.is_file() {
             println!("cargo:rerun-if-changed={}", dir.display());
@@ -50,6 +54,7 @@ fn main() {
                 writeln!(data, "    (\"{name}\", include_str!({:?})),", p.display().to_string()).ok();
             }
             // VERSION holds "tag: v4.28.0" (a release tarball) or just "4.28.0".
+            println!("cargo:rustc-cfg=wafer_crs");
             crs_version = fs::read_to_string(dir.join("VERSION"))
                 .ok()
                 .and_then(|v| v.lines().next().map(|l| l.trim().trim_start_matches("tag:").trim().trim_start_matches('v').to_string()))

@@ -25,6 +25,7 @@ fn main() -> ExitCode {
         Some("check") if args.len() == 2 => check(&args[1]),
         Some("check-rules") if args.len() == 2 => check_rules(&args[1]),
         Some("eval") if args.len() >= 4 => eval(&args[1..]),
+        Some("time") if args.len() >= 5 => time_eval(&args[1..]),
         Some("crs-test") => crs_test(&args[1..]),
         _ => return usage(),
     };
@@ -54,8 +55,27 @@ fn check_rules(path: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// `wafer time CONFIG N METHOD URI ...`: N evaluations, mean time each (native).
+fn time_eval(args: &[String]) -> Result<(), String> {
+    let n: u32 = args[1].parse().map_err(|_| "N must be a number")?;
+    let mut rest = vec![args[0].clone()];
+    rest.extend_from_slice(&args[2..]);
+    let start = std::time::Instant::now();
+    for _ in 0..n {
+        run_eval(&rest, false)?;
+    }
+    let el = start.elapsed();
+    println!("{n} requests, {:.1} us each", el.as_secs_f64() * 1e6 / f64::from(n));
+    Ok(())
+}
+
 fn eval(args: &[String]) -> Result<(), String> {
-    let waf = Waf::from_json(&read(&args[0])?).map_err(|e| e.to_string())?;
+    run_eval(args, true)
+}
+
+fn run_eval(args: &[String], print: bool) -> Result<(), String> {
+    static WAF: std::sync::OnceLock<Result<Waf, String>> = std::sync::OnceLock::new();
+    let waf = WAF.get_or_init(|| read(&args[0]).and_then(|j| Waf::from_json(&j).map_err(|e| e.to_string()))).as_ref().map_err(Clone::clone)?;
     let (method, uri) = (&args[1], &args[2]);
     let mut headers: Vec<(String, String)> = Vec::new();
     let mut body = Vec::new();
@@ -90,7 +110,11 @@ fn eval(args: &[String]) -> Result<(), String> {
             verdict = tx.process_request_body();
         }
     }
-    for l in tx.take_log_lines() {
+    let lines = tx.take_log_lines();
+    if !print {
+        return Ok(());
+    }
+    for l in lines {
         println!("{l}");
     }
     match verdict {

@@ -17,6 +17,8 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
+pub mod crs;
+
 use crate::compile::Ruleset;
 use crate::error::Error;
 
@@ -39,6 +41,11 @@ pub struct PluginConfig {
     /// Older coraza-proxy-wasm form: one rule set given inline.
     #[serde(default)]
     pub rules: Option<Vec<String>>,
+    /// OWASP CRS settings (paranoia level, thresholds, mode, exclusions),
+    /// applied to every rule set that includes the CRS. Alone, it selects the
+    /// full CRS in blocking mode.
+    #[serde(default)]
+    pub crs: Option<crs::CrsConfig>,
 }
 
 impl PluginConfig {
@@ -75,6 +82,22 @@ impl Waf {
         if let Some(rules) = &cfg.rules {
             map.entry("rules".to_string()).or_insert_with(|| rules.clone());
             default_name.get_or_insert_with(|| "rules".to_string());
+        }
+        if let Some(c) = &cfg.crs {
+            if map.is_empty() {
+                map.insert("default".to_string(), crs::default_directives());
+                default_name.get_or_insert_with(|| "default".to_string());
+            }
+            let mut applied = false;
+            for lines in map.values_mut() {
+                applied |= c.apply(lines)?;
+            }
+            if !applied {
+                return Err(Error::new("plugin configuration", "crs settings given, but no rule set includes the CRS (Include @owasp_crs/...)"));
+            }
+            if crate::embedded::CRS_VERSION.is_empty() {
+                return Err(Error::new("plugin configuration", "crs settings given, but this build has no OWASP CRS (build with CRS_DIR set)"));
+            }
         }
         let mut sets = BTreeMap::new();
         for (name, lines) in &map {
@@ -160,5 +183,63 @@ mod tests {
         assert!(e.msg.contains("not in directives_map"));
         let e = Waf::from_json(br#"{"directive_map":{}}"#).err().unwrap();
         assert!(e.msg.contains("unknown field"), "{e}");
+    }
+}
+
+/// Tests that need the OWASP CRS embedded (built with CRS_DIR; `make test` does).
+#[cfg(all(test, wafer_crs))]
+mod crs_tests {
+    use super::*;
+    use crate::{BodyAppend, Transaction};
+
+    fn verdict(waf: &Waf, uri: &str, body: Option<&[u8]>) -> Option<(u16, Option<u64>)> {
+        let rs = waf.ruleset_for("shop.example.com").expect("rule set");
+        let mut tx = Transaction::new(rs, "t".into());
+        tx.process_connection("10.0.0.1", 5000, "10.0.0.2", 80);
+        tx.process_uri(uri, if body.is_some() { "POST" } else { "GET" }, "HTTP/1.1");
+        tx.add_request_header(b"Host", b"shop.example.com");
+        tx.add_request_header(b"User-Agent", b"Mozilla/5.0 (X11; Linux x86_64)");
+        tx.add_request_header(b"Accept", b"text/html");
+        if let Some(b) = body {
+            tx.add_request_header(b"Content-Type", b"application/json");
+            tx.add_request_header(b"Content-Length", b.len().to_string().as_bytes());
+        }
+        if let Some(i) = tx.process_request_headers() {
+            return Some((i.status, i.rule_id));
+        }
+        if let Some(b) = body {
+            if let BodyAppend::Interrupt(i) = tx.append_request_body(b) {
+                return Some((i.status, i.rule_id));
+            }
+        }
+        tx.process_request_body().map(|i| (i.status, i.rule_id))
+    }
+
+    #[test]
+    fn crs_key_alone_runs_the_full_crs_blocking() {
+        let waf = Waf::from_json(br#"{"crs":{"paranoia_level":1}}"#).unwrap();
+        assert!(waf.summary().contains("OWASP CRS 4."), "{}", waf.summary());
+        assert_eq!(verdict(&waf, "/?id=1%27%20or%201=1--", None), Some((403, Some(949110))));
+        assert_eq!(verdict(&waf, "/products?q=shoes&page=2", None), None);
+        assert_eq!(verdict(&waf, "/api", Some(br#"{"q":"<script>alert(1)</script>"}"#)), Some((403, Some(949110))));
+    }
+
+    #[test]
+    fn crs_detect_mode_and_exclusions() {
+        let waf = Waf::from_json(br#"{"crs":{"mode":"detect"}}"#).unwrap();
+        assert_eq!(verdict(&waf, "/?id=1%27%20or%201=1--", None), None);
+        // 942100 is libinjection; with it excluded for /search a lone libinjection hit is not enough.
+        let waf = Waf::from_json(br#"{"crs":{"inbound_threshold":5,"exclusions":[{"tags":["attack-sqli"],"path_prefix":"/search"}]}}"#).unwrap();
+        assert_eq!(verdict(&waf, "/search?id=1%27%20or%201=1--", None), None);
+        assert_eq!(verdict(&waf, "/other?id=1%27%20or%201=1--", None), Some((403, Some(949110))));
+        let waf = Waf::from_json(br#"{"crs":{"exclusions":[{"tags":["attack-sqli"],"target":"ARGS:id"}]}}"#).unwrap();
+        assert_eq!(verdict(&waf, "/?id=1%27%20or%201=1--", None), None);
+        assert_eq!(verdict(&waf, "/?other=1%27%20or%201=1--", None), Some((403, Some(949110))));
+    }
+
+    #[test]
+    fn higher_thresholds_let_single_hits_through() {
+        let waf = Waf::from_json(br#"{"crs":{"inbound_threshold":1000}}"#).unwrap();
+        assert_eq!(verdict(&waf, "/?id=1%27%20or%201=1--", None), None);
     }
 }
