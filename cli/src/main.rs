@@ -11,7 +11,7 @@ use std::sync::Arc;
 use wafer::{BodyAppend, Ruleset, Transaction, Waf};
 
 fn usage() -> ExitCode {
-    eprintln!("usage:\n  wafer check CONFIG.json\n  wafer check-rules FILE.conf\n  wafer eval CONFIG.json METHOD URI [Header: value]... [--body FILE]\n  wafer crs-test --native [--tests DIR] [--filter REGEX] [-v]");
+    eprintln!("usage:\n  wafer check CONFIG.json\n  wafer check-rules FILE.conf\n  wafer eval CONFIG.json METHOD URI [Header: value]... [--body FILE]\n  wafer crs-test --native [--tests DIR] [--filter REGEX] [-v]\n  wafer crs-requests [--tests DIR]      JSON lines {{id, raw (base64)}} of every CRS test stage\n  wafer ids CONFIG.json < REQUESTS.jsonl  JSON lines {{id, status, ids}} (raw requests run natively)");
     ExitCode::from(2)
 }
 
@@ -27,6 +27,8 @@ fn main() -> ExitCode {
         Some("eval") if args.len() >= 4 => eval(&args[1..]),
         Some("time") if args.len() >= 5 => time_eval(&args[1..]),
         Some("crs-test") => crs_test(&args[1..]),
+        Some("crs-requests") => crs_requests(&args[1..]),
+        Some("ids") if args.len() == 2 => ids(&args[1]),
         _ => return usage(),
     };
     match result {
@@ -177,4 +179,63 @@ fn crs_test(args: &[String]) -> Result<(), String> {
     } else {
         Ok(())
     }
+}
+
+fn b64(data: &[u8]) -> String {
+    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(data.len() * 4 / 3 + 4);
+    for c in data.chunks(3) {
+        let n = (u32::from(c[0]) << 16) | (u32::from(*c.get(1).unwrap_or(&0)) << 8) | u32::from(*c.get(2).unwrap_or(&0));
+        for i in 0..4 {
+            if i <= c.len() {
+                out.push(char::from(T[((n >> (18 - 6 * i)) & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+fn crs_requests(args: &[String]) -> Result<(), String> {
+    use wafer_cli::crs::ftw;
+    let mut dir = std::env::var("CRS_DIR").map(|d| format!("{d}/tests/regression/tests")).unwrap_or_default();
+    if let [flag, d] = args {
+        if flag == "--tests" {
+            dir = d.clone();
+        }
+    }
+    for t in ftw::load(std::path::Path::new(&dir))? {
+        for (i, st) in t.stages.iter().enumerate() {
+            let raw = ftw::raw_request(&st.input);
+            println!("{}", serde_json::json!({"id": format!("{}/{}", t.id, i + 1), "raw": b64(&raw)}));
+        }
+    }
+    Ok(())
+}
+
+fn ids(config: &str) -> Result<(), String> {
+    use std::io::BufRead;
+    use wafer_cli::crs::{check, ftw, native};
+    let waf = Waf::from_json(&read(config)?).map_err(|e| e.to_string())?;
+    let stdin = std::io::stdin();
+    for line in stdin.lock().lines() {
+        let line = line.map_err(|e| e.to_string())?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let v: serde_json::Value = serde_json::from_str(&line).map_err(|e| format!("bad input line: {e}"))?;
+        let id = v.get("id").cloned().unwrap_or_default();
+        let raw = ftw::base64(v.get("raw").and_then(|r| r.as_str()).unwrap_or(""));
+        let host = native::parse(&raw)
+            .and_then(|r| r.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(b"host")).map(|(_, v)| String::from_utf8_lossy(v).into_owned()))
+            .unwrap_or_default();
+        let Some(rs) = waf.ruleset_for(&host) else { continue };
+        let obs = native::run(&rs, &raw);
+        let mut ids: Vec<u64> = obs.log_lines.iter().flat_map(|l| check::ids_in(l)).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        println!("{}", serde_json::json!({"id": id, "status": obs.status, "ids": ids}));
+    }
+    Ok(())
 }
