@@ -62,6 +62,7 @@ fn time_eval(args: &[String]) -> Result<(), String> {
     let n: u32 = args[1].parse().map_err(|_| "N must be a number")?;
     let mut rest = vec![args[0].clone()];
     rest.extend_from_slice(&args[2..]);
+    run_eval(&rest, false)?; // compile and warm up outside the timed loop
     let start = std::time::Instant::now();
     for _ in 0..n {
         run_eval(&rest, false)?;

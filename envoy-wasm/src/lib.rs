@@ -1,1 +1,112 @@
-//! proxy-wasm adapter.
+//! wafer's proxy-wasm adapter for Envoy: thin glue between the host and the engine.
+//!
+//! The engine (`wafer`) knows nothing about proxy-wasm. This crate maps the host's callbacks
+//! onto the engine's transaction phases:
+//!
+//! | proxy-wasm callback                   | engine                                                      |
+//! |---------------------------------------|-------------------------------------------------------------|
+//! | root `on_configure`                   | [`wafer::Waf::from_json`] once per plugin configuration       |
+//! | `on_http_request_headers`             | connection, URI, headers, phase 1 (and phase 2 without body)  |
+//! | `on_http_request_body` / `_trailers`  | `append_request_body` per new slice, phase 2 at end of stream |
+//! | `on_http_response_headers`            | phase 3 (and phase 4 without body or body access)            |
+//! | `on_http_response_body` / `_trailers` | `append_response_body` per new slice, phase 4 at end        |
+//! | `on_log`                              | phase 5                                                     |
+//!
+//! Design rules, because a panic inside the VM kills it for every request on that worker:
+//!
+//! - Host data is never unwrapped: we call [`proxy_wasm::hostcalls`] directly (they return
+//!   `Result`) instead of the `Context` trait helpers (which `unwrap`), and read headers as bytes
+//!   (the SDK's `String` header getters panic on non-UTF-8 values).
+//! - A stream whose transaction was interrupted has had its local reply sent; later callbacks of
+//!   that stream only keep the original request or response from moving on.
+//! - While the engine wants a body, the body callbacks hold it (`Action::Pause`); headers are
+//!   never held (see [`http`] for why and what it means). Envoy keeps what we hold within the
+//!   listener's `per_connection_buffer_limit_bytes` (1 MiB by default), and it adds each new
+//!   read to the held data *before* calling us: when held data plus one read passes the limit,
+//!   Envoy answers 413 itself (request) or resets the stream (response), whatever the engine's
+//!   own body limit (`SecRequestBodyLimit`, `SecResponseBodyLimit`) says. Size the listener's
+//!   limit above the engine's body limits plus one read.
+
+mod host;
+mod http;
+mod metrics;
+
+use std::cell::Cell;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use proxy_wasm::hostcalls;
+use proxy_wasm::traits::{Context, HttpContext, RootContext};
+use proxy_wasm::types::{BufferType, ContextType, LogLevel};
+
+use crate::metrics::Metrics;
+
+proxy_wasm::main! {{
+    proxy_wasm::set_root_context(|_context_id| -> Box<dyn RootContext> {
+        Box::new(WaferRoot { shared: None })
+    });
+}}
+
+/// What every HTTP context of one plugin configuration shares.
+pub(crate) struct Shared {
+    pub(crate) waf: Arc<wafer::Waf>,
+    pub(crate) metrics: Metrics,
+    /// Source of unique ids for requests without `x-request-id`.
+    pub(crate) next_id: Cell<u64>,
+}
+
+/// The root (plugin) context: compiles the configuration once and hands it to each stream.
+struct WaferRoot {
+    shared: Option<Rc<Shared>>,
+}
+
+impl Context for WaferRoot {}
+
+impl RootContext for WaferRoot {
+    fn on_configure(&mut self, _plugin_configuration_size: usize) -> bool {
+        let config = match hostcalls::get_buffer(BufferType::PluginConfiguration, 0, usize::MAX) {
+            Ok(bytes) => bytes.unwrap_or_default(),
+            Err(status) => {
+                host::log(
+                    LogLevel::Critical,
+                    &format!("wafer: cannot read the plugin configuration: {status:?}"),
+                );
+                return false;
+            }
+        };
+        match wafer::Waf::from_json(&config) {
+            Ok(waf) => {
+                host::log(LogLevel::Info, &format!("wafer: loaded: {}", waf.summary()));
+                let metrics = Metrics::define(waf.metric_labels());
+                self.shared = Some(Rc::new(Shared {
+                    waf: Arc::new(waf),
+                    metrics,
+                    next_id: Cell::new(0),
+                }));
+                true
+            }
+            Err(err) => {
+                // Envoy rejects the configuration when this returns false; the message is all
+                // the operator gets, so it carries the file, line, column and caret.
+                host::log(
+                    LogLevel::Critical,
+                    &format!("wafer: invalid plugin configuration: {err}"),
+                );
+                false
+            }
+        }
+    }
+
+    fn create_http_context(&self, context_id: u32) -> Option<Box<dyn HttpContext>> {
+        // Never return None: proxy-wasm 0.2.5 panics on it. Without a configuration the
+        // stream just passes.
+        Some(Box::new(http::WaferHttp::new(
+            context_id,
+            self.shared.clone(),
+        )))
+    }
+
+    fn get_type(&self) -> Option<ContextType> {
+        Some(ContextType::HttpContext)
+    }
+}

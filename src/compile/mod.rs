@@ -5,6 +5,8 @@
 //! before a request arrives is decided here: operators are compiled, default
 //! actions merged, `block` resolved, `skipAfter` markers turned into indexes.
 
+pub mod prefilter;
+
 use std::sync::Arc;
 
 use crate::actions::{Ctl, Disruptive, RuleActions, SetVar};
@@ -113,6 +115,8 @@ pub struct Rule {
     pub skip_after: Option<String>,
     pub skip: u32,
     pub chain: Option<Box<Rule>>,
+    /// For `@rx`: strings one of which every match contains (see prefilter).
+    pub prefilter: Option<prefilter::Requirement>,
 }
 
 /// An entry of a phase list.
@@ -132,6 +136,8 @@ pub struct Ruleset {
     pub warnings: Vec<String>,
     /// For `skipAfter`: (phase index, entry index of the rule) -> entry index to jump to.
     skip_targets: Vec<((usize, usize), usize)>,
+    /// The automaton of all `@rx` required literals.
+    pub prefilter: prefilter::Prefilter,
 }
 
 const _: () = {
@@ -192,6 +198,7 @@ struct Compiler {
     pending_chain: Vec<Rule>,
     warnings: Vec<String>,
     removals: Vec<Removal>,
+    pf: prefilter::Builder,
 }
 
 enum Removal {
@@ -481,11 +488,15 @@ impl Compiler {
         }
 
         // Operator.
+        let mut pf = None;
         let (operator, negated, op_name, op_param) = match op {
             Some((otext, ooff)) => {
                 let o = parse_operator(otext);
                 let compiled = Operator::compile(&o.name, &o.param, &|f| embedded::data_file(f).map(str::to_string))
                     .map_err(|m| at(ooff + if m.starts_with("unknown operator") { o.offset } else { o.param_offset }, m))?;
+                if matches!(compiled, Operator::Rx(_)) {
+                    pf = self.pf.requirement(&o.param);
+                }
                 if matches!(o.name.to_ascii_lowercase().as_str(), "rbl" | "geolookup") {
                     self.warnings.push(format!("{origin}:{line}: @{} never matches inside the proxy-wasm VM (no network)", o.name));
                 }
@@ -541,6 +552,7 @@ impl Compiler {
             skip_after: parsed.skip_after,
             skip: parsed.skip,
             chain: None,
+            prefilter: pf,
         };
         self.pending_chain.push(rule);
         if !parsed.chain {
@@ -564,6 +576,7 @@ impl Compiler {
 
     fn finish(mut self) -> Result<Ruleset, Error> {
         let removals = std::mem::take(&mut self.removals);
+        let pf = std::mem::take(&mut self.pf);
         let removed = |r: &Rule| {
             removals.iter().any(|rm| match rm {
                 Removal::Ids(ranges) => ranges.iter().any(|&(a, b)| (a..=b).contains(&r.id)),
@@ -599,7 +612,7 @@ impl Compiler {
                 }
             }
         }
-        Ok(Ruleset { settings: self.settings, phases, warnings: self.warnings, skip_targets })
+        Ok(Ruleset { settings: self.settings, phases, warnings: self.warnings, skip_targets, prefilter: pf.build() })
     }
 }
 

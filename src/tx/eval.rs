@@ -6,7 +6,8 @@ use std::borrow::Cow;
 use super::{log, InterruptAction, Interruption, Transaction};
 use crate::actions::{Ctl, Disruptive, SetOp};
 use crate::compile::{EngineMode, Entry, Rule, Ruleset};
-use crate::operators::{Captures, Expand};
+use super::cache::{Scan, Val};
+use crate::operators::{Captures, Expand, Operator};
 use crate::seclang::MacroPart;
 use crate::vars::{KeySel, Target, Var};
 
@@ -27,20 +28,45 @@ pub(crate) struct TargetRemoval {
     pub sel: KeySel,
 }
 
-/// One value a target produced: its full name (`ARGS:id`) and bytes.
-type Value<'a> = (String, Cow<'a, [u8]>);
+/// The name of a value (`ARGS:id`), built only when a rule matches it.
+#[derive(Debug, Clone)]
+pub(crate) enum VName<'a> {
+    Plain(&'static str),
+    Keyed(&'static str, &'a [u8]),
+    Count(&'static str),
+    Owned(String),
+}
 
-fn push_list<'a>(out: &mut Vec<Value<'a>>, t: &Target, prefix: &str, list: &'a [(Vec<u8>, Vec<u8>)], names: bool, removed: &dyn Fn(&[u8]) -> bool) {
+impl VName<'_> {
+    pub fn render(&self) -> String {
+        match self {
+            VName::Plain(n) => (*n).to_string(),
+            VName::Keyed(n, k) => format!("{n}:{}", String::from_utf8_lossy(k)),
+            VName::Count(n) => format!("&{n}"),
+            VName::Owned(s) => s.clone(),
+        }
+    }
+}
+
+/// One value a target produced. `stable` values live in the request data
+/// for the whole transaction, so their address identifies them (caches).
+pub(crate) struct Value<'a> {
+    pub name: VName<'a>,
+    pub value: Cow<'a, [u8]>,
+    pub stable: bool,
+}
+
+fn push_list<'a>(out: &mut Vec<Value<'a>>, t: &Target, prefix: &'static str, list: &'a [(Vec<u8>, Vec<u8>)], names: bool, removed: &dyn Fn(&[u8]) -> bool) {
     for (k, v) in list {
         if t.sel.matches(k) && !t.excluded(k) && !removed(k) {
-            let name = format!("{prefix}:{}", String::from_utf8_lossy(k));
-            out.push((name, Cow::Borrowed(if names { k.as_slice() } else { v.as_slice() })));
+            out.push(Value { name: VName::Keyed(prefix, k), value: Cow::Borrowed(if names { k.as_slice() } else { v.as_slice() }), stable: true });
         }
     }
 }
 
 fn scalar<'a>(out: &mut Vec<Value<'a>>, var: Var, v: Cow<'a, [u8]>) {
-    out.push((var.name().to_string(), v));
+    let stable = matches!(v, Cow::Borrowed(_));
+    out.push(Value { name: VName::Plain(var.name()), value: v, stable });
 }
 
 /// Collects the values of one target. `rule` is the chain head (for
@@ -126,25 +152,25 @@ pub(crate) fn collect<'a>(t: &'a Transaction, target: &Target, rule: Option<&Rul
             keys.sort();
             for k in keys {
                 if let Some(v) = t.tx.get(k) {
-                    out.push((format!("TX:{k}"), Cow::Borrowed(v.as_slice())));
+                    out.push(Value { name: VName::Owned(format!("TX:{k}")), value: Cow::Borrowed(v.as_slice()), stable: false });
                 }
             }
         }
         Var::MatchedVar => {
             if !t.matched.var_name.is_empty() {
-                scalar(out, var, Cow::Borrowed(&t.matched.var));
+                out.push(Value { name: VName::Plain(var.name()), value: Cow::Borrowed(&t.matched.var), stable: false });
             }
         }
         Var::MatchedVarName => {
             if !t.matched.var_name.is_empty() {
-                scalar(out, var, Cow::Borrowed(t.matched.var_name.as_bytes()));
+                out.push(Value { name: VName::Plain(var.name()), value: Cow::Borrowed(t.matched.var_name.as_bytes()), stable: false });
             }
         }
         Var::MatchedVars | Var::MatchedVarsNames => {
             for (n, v) in &t.matched.vars {
                 if target.sel.matches(n.as_bytes()) && !target.excluded(n.as_bytes()) {
                     let value: &[u8] = if var == Var::MatchedVars { v } else { n.as_bytes() };
-                    out.push((format!("{}:{n}", var.name()), Cow::Borrowed(value)));
+                    out.push(Value { name: VName::Owned(format!("{}:{n}", var.name())), value: Cow::Borrowed(value), stable: false });
                 }
             }
         }
@@ -174,7 +200,7 @@ pub(crate) fn collect<'a>(t: &'a Transaction, target: &Target, rule: Option<&Rul
                 _ => &r.xml_text,
             };
             for v in list {
-                out.push(("XML".to_string(), Cow::Borrowed(v.as_slice())));
+                out.push(Value { name: VName::Plain("XML"), value: Cow::Borrowed(v.as_slice()), stable: true });
             }
         }
         Var::Files | Var::FilesTmpNames => push_list(out, target, name, &r.files, false, &removed),
@@ -233,7 +259,7 @@ pub(crate) fn collect<'a>(t: &'a Transaction, target: &Target, rule: Option<&Rul
                 let ctx = Ctx { t, rule: Some(rule) };
                 for k in ["id", "msg", "severity", "logdata", "ver", "rev", "phase"] {
                     if target.sel.matches(k.as_bytes()) {
-                        out.push((format!("RULE:{k}"), Cow::Owned(ctx.lookup("RULE", Some(k)))));
+                        out.push(Value { name: VName::Owned(format!("RULE:{k}")), value: Cow::Owned(ctx.lookup("RULE", Some(k))), stable: false });
                     }
                 }
             }
@@ -246,7 +272,7 @@ pub(crate) fn collect<'a>(t: &'a Transaction, target: &Target, rule: Option<&Rul
     if target.count {
         let n = out.len() - start;
         out.truncate(start);
-        out.push((format!("&{name}"), Cow::Owned(n.to_string().into_bytes())));
+        out.push(Value { name: VName::Count(name), value: Cow::Owned(n.to_string().into_bytes()), stable: false });
     }
 }
 
@@ -292,7 +318,7 @@ impl Ctx<'_> {
         let target = Target { var, sel, count: false, exclude: Vec::new() };
         let mut vals = Vec::new();
         collect(self.t, &target, None, &mut vals);
-        vals.into_iter().next().map(|(_, v)| v.into_owned()).unwrap_or_default()
+        vals.into_iter().next().map(|v| v.value.into_owned()).unwrap_or_default()
     }
 }
 
@@ -303,6 +329,52 @@ struct Hit {
     captures: Option<Vec<Vec<u8>>>,
 }
 
+/// Runs the operator of `link` on one (transformed) value, using the
+/// prefilter and the libinjection memo when the value is stable.
+fn op_matches(t: &Transaction, link: &Rule, ctx: &Ctx<'_>, v: &Val<'_>, stable: bool, caps: &mut Captures) -> bool {
+    caps.0.clear();
+    if let Some(req) = &link.prefilter {
+        let possible = if stable {
+            t.cache.borrow_mut().scan(v, &t.rs.prefilter).satisfies(req)
+        } else {
+            Scan::new(v.bytes(), &t.rs.prefilter).satisfies(req)
+        };
+        if !possible {
+            return link.negated;
+        }
+    }
+    let m = match (&link.operator, stable) {
+        (Operator::DetectSqli, true) => match t.cache.borrow_mut().sqli(v) {
+            Some(fp) => {
+                if link.capture {
+                    caps.0 = vec![fp.as_bytes().to_vec()];
+                }
+                true
+            }
+            None => false,
+        },
+        (Operator::DetectXss, true) => t.cache.borrow_mut().xss(v),
+        _ => link.operator.eval(v.bytes(), ctx, link.capture, caps),
+    };
+    m != link.negated
+}
+
+/// Applies one transformation (memoized for stable values). The flag says
+/// whether the value changed.
+fn step<'a>(t: &Transaction, stable: bool, cur: Val<'a>, tf: crate::transforms::Transform) -> (Val<'a>, bool) {
+    if stable {
+        let before = cur.bytes().as_ptr();
+        let next = t.cache.borrow_mut().apply(cur, tf);
+        let changed = next.bytes().as_ptr() != before;
+        (next, changed)
+    } else {
+        match tf.apply(cur.bytes()) {
+            Cow::Borrowed(_) => (cur, false),
+            Cow::Owned(o) => (Val::R(std::rc::Rc::from(o)), true),
+        }
+    }
+}
+
 /// Evaluates one link of a chain; returns its hits (empty = no match).
 fn eval_link(t: &Transaction, link: &Rule, head: &Rule) -> Vec<Hit> {
     let mut hits = Vec::new();
@@ -310,40 +382,39 @@ fn eval_link(t: &Transaction, link: &Rule, head: &Rule) -> Vec<Hit> {
     let mut values: Vec<Value<'_>> = Vec::new();
     if link.targets.is_empty() {
         // SecAction, or a rule without targets: one empty value.
-        values.push((String::new(), Cow::Borrowed(&b""[..])));
+        values.push(Value { name: VName::Plain(""), value: Cow::Borrowed(&b""[..]), stable: false });
     }
     for target in &link.targets {
         collect(t, target, Some(head), &mut values);
     }
     let mut caps = Captures::default();
-    for (name, value) in &values {
-        let mut check = |v: &[u8], hits: &mut Vec<Hit>| -> bool {
-            caps.0.clear();
-            let m = link.operator.eval(v, &ctx, link.capture, &mut caps) != link.negated;
-            if m {
-                hits.push(Hit { name: name.clone(), value: v.to_vec(), captures: link.capture.then(|| caps.0.clone()) });
-            }
-            m
+    for item in &values {
+        let record = |v: &Val<'_>, hits: &mut Vec<Hit>, caps: &Captures| {
+            hits.push(Hit { name: item.name.render(), value: v.bytes().to_vec(), captures: link.capture.then(|| caps.0.clone()) });
         };
+        let (base, stable) = match &item.value {
+            Cow::Borrowed(b) if item.stable => (Val::B(b), true),
+            other => (Val::R(std::rc::Rc::from(other.as_ref())), false),
+        };
+        let mut cur = base;
         if link.multi_match {
-            let mut cur: Cow<'_, [u8]> = Cow::Borrowed(value.as_ref());
-            let mut matched = check(&cur, &mut hits);
+            if op_matches(t, link, &ctx, &cur, stable, &mut caps) {
+                record(&cur, &mut hits, &caps);
+            }
             for tf in &link.transforms {
-                let next = tf.apply(&cur);
-                if let Cow::Owned(o) = next {
-                    cur = Cow::Owned(o);
-                    matched |= check(&cur, &mut hits);
+                let (next, changed) = step(t, stable, cur, *tf);
+                cur = next;
+                if changed && op_matches(t, link, &ctx, &cur, stable, &mut caps) {
+                    record(&cur, &mut hits, &caps);
                 }
             }
-            let _ = matched;
         } else {
-            let mut cur: Cow<'_, [u8]> = Cow::Borrowed(value.as_ref());
             for tf in &link.transforms {
-                if let Cow::Owned(o) = tf.apply(&cur) {
-                    cur = Cow::Owned(o);
-                }
+                cur = step(t, stable, cur, *tf).0;
             }
-            check(&cur, &mut hits);
+            if op_matches(t, link, &ctx, &cur, stable, &mut caps) {
+                record(&cur, &mut hits, &caps);
+            }
         }
     }
     hits

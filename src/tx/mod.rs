@@ -6,6 +6,7 @@
 //! here. Nothing an attacker sends makes a call fail: limits become flags
 //! (`REQBODY_ERROR`) or interruptions.
 
+mod cache;
 mod eval;
 mod log;
 mod request;
@@ -74,6 +75,8 @@ pub struct Transaction {
     phases_run: [bool; 5],
     request_body_full: bool,
     response_body_full: bool,
+    /// Memoized transformations, prefilter scans and libinjection verdicts.
+    cache: std::cell::RefCell<cache::Cache>,
 }
 
 impl Transaction {
@@ -99,6 +102,7 @@ impl Transaction {
             phases_run: [false; 5],
             request_body_full: false,
             response_body_full: false,
+            cache: Default::default(),
         }
     }
 

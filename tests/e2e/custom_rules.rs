@@ -1,0 +1,101 @@
+//! Adapter paths the tiers do not reach: response phases, redirects, the response body limit.
+//! One Envoy runs `@recommended-conf` with the engine on and a few rules of our own.
+
+use wafer_tests::client::Request;
+use wafer_tests::envoy::json_string;
+
+use crate::{passed_whole, short, Fixture};
+
+const RULES: &[&str] = &[
+    "Include @recommended-conf",
+    "SecRuleEngine On",
+    r#"SecRule RESPONSE_STATUS "@streq 418" "id:9002,phase:3,t:none,log,deny,status:403""#,
+    r#"SecRule RESPONSE_BODY "@contains secret-token" "id:9001,phase:4,t:none,log,deny,status:403""#,
+    r#"SecRule REQUEST_URI "@beginsWith /old/" "id:9003,phase:1,t:none,log,redirect:http://example.com/new/""#,
+];
+
+fn fixture() -> Fixture {
+    let list: Vec<String> = RULES.iter().map(|r| json_string(r)).collect();
+    let config = format!(
+        r#"{{"directives_map":{{"default":[{}]}},"default_directives":"default"}}"#,
+        list.join(",")
+    );
+    Fixture::start("custom", &config)
+}
+
+#[test]
+fn response_phases_and_redirect() {
+    let fx = fixture();
+    let mut failures = Vec::new();
+
+    // Response body inspected and passed whole.
+    let req = Request::get("/plain");
+    match fx.send(&req) {
+        Ok(resp) => {
+            if let Err(why) = passed_whole(&req, &resp) {
+                failures.push(format!("benign response: {why}"));
+            }
+        }
+        Err(err) => failures.push(format!("benign response: {err}")),
+    }
+
+    // Phase 3 on the upstream status: the local reply replaces the upstream response.
+    match fx.send(&Request::get("/teapot").header("x-upstream-status", "418")) {
+        Ok(resp) if resp.status == 403 => {}
+        Ok(resp) => failures.push(format!("phase 3: status {} (want 403)", resp.status)),
+        Err(err) => failures.push(format!("phase 3: {err}")),
+    }
+
+    // Phase 4: the response headers are already on their way, so Envoy resets the stream;
+    // the body must not reach the client either way.
+    let leaked =
+        match fx.send(&Request::get("/leak").header("x-upstream-reply", "the secret-token")) {
+            Ok(resp) => resp
+                .body_text()
+                .contains("secret-token")
+                .then(|| format!("status {}", resp.status)),
+            Err(_) => None,
+        };
+    if let Some(how) = leaked {
+        failures.push(format!("phase 4: the body reached the client ({how})"));
+    }
+
+    // Past SecResponseBodyLimit (512 KiB, ProcessPartial): inspection stops, all of it passes.
+    match fx.send(&Request::get("/big").header("x-upstream-size", "600000")) {
+        Ok(resp) if resp.status == 200 && resp.body.len() == 600_000 => {}
+        Ok(resp) => failures.push(format!(
+            "600 kB response: status {}, {} bytes (want 200, 600000)",
+            resp.status,
+            resp.body.len()
+        )),
+        Err(err) => failures.push(format!("600 kB response: {err}")),
+    }
+
+    // Redirect action: 302 with Location, upstream not involved.
+    match fx.send(&Request::get("/old/page")) {
+        Ok(resp)
+            if resp.status == 302 && resp.header("location") == Some("http://example.com/new/") => {
+        }
+        Ok(resp) => failures.push(format!(
+            "redirect: status {}, location {:?}, body {:?}",
+            resp.status,
+            resp.header("location"),
+            short(&resp.body_text())
+        )),
+        Err(err) => failures.push(format!("redirect: {err}")),
+    }
+    if fx.upstream.find("/old/page").is_some() {
+        failures.push("redirect: the upstream saw the request".into());
+    }
+
+    for rule in ["9001", "9002", "9003"] {
+        let counter = format!("wasmcustom.wafer.interruptions.rule_id.{rule}");
+        if fx.envoy.counter(&counter) != 1 {
+            failures.push(format!(
+                "{counter} = {} (want 1)",
+                fx.envoy.counter(&counter)
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

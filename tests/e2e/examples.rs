@@ -1,0 +1,51 @@
+//! The configurations under `examples/` stay valid: `envoy --mode validate` loads the module
+//! and runs wafer's configuration step, so a stale plugin configuration fails here too.
+
+use std::path::Path;
+use std::process::Command;
+
+use wafer_tests::envoy::{Setup, TempDir};
+
+fn validate(example: &str) {
+    let setup = Setup::from_env();
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let text = std::fs::read_to_string(repo.join(example))
+        .unwrap_or_else(|e| panic!("read {example}: {e}"));
+    // The examples name the module relative to the repository root; point at the one under
+    // test instead, wherever it is.
+    assert!(
+        text.contains("filename: target/wafer.wasm"),
+        "{example} does not load target/wafer.wasm"
+    );
+    let text = text.replace(
+        "filename: target/wafer.wasm",
+        &format!("filename: {}", setup.wasm.display()),
+    );
+    let dir = TempDir::new("validate").expect("temp dir");
+    let config = dir.path().join("envoy.yaml");
+    std::fs::write(&config, text).expect("write config");
+    let out = Command::new(&setup.envoy)
+        .args(["--mode", "validate", "--disable-hot-restart", "-c"])
+        .arg(&config)
+        .output()
+        .expect("run envoy --mode validate");
+    let log = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && log.contains(" OK"),
+        "{example} does not validate:\n{log}"
+    );
+}
+
+#[test]
+fn example_envoy_yaml_validates() {
+    validate("examples/envoy.yaml");
+}
+
+#[test]
+fn make_run_envoy_yaml_validates() {
+    validate("examples/run/envoy.yaml");
+}

@@ -1,0 +1,389 @@
+//! Starting a real Envoy with wafer for one test, and stopping it whatever happens.
+//!
+//! Each [`Envoy`] gets its own temporary directory (config, log, admin address file), binds
+//! every port through the kernel (`port_value: 0`; the real ports are read back from the admin
+//! interface), and runs with `--disable-hot-restart`, so parallel tests share no port and no
+//! shared memory. Dropping the guard kills the process by PID; when the test is failing the
+//! directory is kept and its path printed.
+
+use std::fs;
+use std::io;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crate::client::{self, Request};
+
+/// How long Envoy may take to say `LIVE` (V8 compiles the module and wafer its rules).
+pub const START_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Paths handed over by `make test`.
+#[derive(Clone, Debug)]
+pub struct Setup {
+    pub envoy: PathBuf,
+    pub wasm: PathBuf,
+}
+
+impl Setup {
+    /// Reads `WAFER_ENVOY` and `WAFER_WASM`. Panics (the test fails) when they are missing:
+    /// end-to-end tests must never pass by skipping.
+    pub fn from_env() -> Setup {
+        let get = |var: &str| -> PathBuf {
+            let value = std::env::var_os(var).unwrap_or_else(|| {
+                panic!(
+                    "{var} is not set: the end-to-end tests need a real Envoy and the wafer \
+                     module. Run them with `make test` (it installs Envoy, builds \
+                     target/wafer.wasm and sets WAFER_ENVOY / WAFER_WASM)."
+                )
+            });
+            let path = PathBuf::from(value);
+            assert!(
+                path.exists(),
+                "{var}={} does not exist; run `make test` (or `make tools wasm`)",
+                path.display()
+            );
+            path
+        };
+        Setup {
+            envoy: get("WAFER_ENVOY"),
+            wasm: get("WAFER_WASM"),
+        }
+    }
+}
+
+/// Escapes a string as a JSON (and so YAML flow) string literal.
+pub fn json_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// The plugin configuration that loads one embedded tier for every host.
+pub fn tier_config(tier: &str) -> String {
+    format!(
+        r#"{{"directives_map":{{"default":["Include {tier}"]}},"default_directives":"default"}}"#
+    )
+}
+
+/// A bootstrap with one listener (port chosen by the kernel): wafer, then the router to
+/// `upstream`. `plugin_config` is the JSON handed to wafer as a string.
+pub fn bootstrap(wasm: &Path, plugin_config: &str, upstream: SocketAddr) -> String {
+    format!(
+        r#"admin:
+  address: {{ socket_address: {{ address: 127.0.0.1, port_value: 0 }} }}
+static_resources:
+  listeners:
+  - name: main
+    address: {{ socket_address: {{ address: 127.0.0.1, port_value: 0 }} }}
+    filter_chains:
+    - filters:
+      - name: envoy.filters.network.http_connection_manager
+        typed_config:
+          "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
+          stat_prefix: ingress
+          route_config:
+            virtual_hosts:
+            - name: all
+              domains: ["*"]
+              routes:
+              - match: {{ prefix: "/" }}
+                route: {{ cluster: upstream, timeout: 20s }}
+          http_filters:
+          - name: envoy.filters.http.wasm
+            typed_config:
+              "@type": type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm
+              config:
+                name: wafer
+                root_id: wafer
+                configuration:
+                  "@type": type.googleapis.com/google.protobuf.StringValue
+                  value: {config}
+                vm_config:
+                  vm_id: wafer
+                  runtime: envoy.wasm.runtime.v8
+                  code: {{ local: {{ filename: {wasm} }} }}
+          - name: envoy.filters.http.router
+            typed_config:
+              "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router
+  clusters:
+  - name: upstream
+    connect_timeout: 2s
+    type: STATIC
+    load_assignment:
+      cluster_name: upstream
+      endpoints:
+      - lb_endpoints:
+        - endpoint:
+            address: {{ socket_address: {{ address: {ip}, port_value: {port} }} }}
+"#,
+        config = json_string(plugin_config),
+        wasm = json_string(&wasm.display().to_string()),
+        ip = upstream.ip(),
+        port = upstream.port(),
+    )
+}
+
+/// A per-test scratch directory.
+pub struct TempDir {
+    path: PathBuf,
+}
+
+impl TempDir {
+    pub fn new(label: &str) -> io::Result<TempDir> {
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        let name = format!(
+            "wafer-e2e-{label}-{}-{}-{nanos}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::SeqCst)
+        );
+        let path = std::env::temp_dir().join(name);
+        fs::create_dir_all(&path)?;
+        Ok(TempDir { path })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("kept for inspection: {}", self.path.display());
+        } else {
+            let _ = fs::remove_dir_all(&self.path);
+        }
+    }
+}
+
+/// How a start attempt ended.
+pub enum Start {
+    Live(Envoy),
+    /// Envoy exited before becoming ready; its log explains why.
+    Exited {
+        code: Option<i32>,
+        log: String,
+    },
+    /// Still not ready after [`START_TIMEOUT`] (the process has been killed).
+    TimedOut {
+        log: String,
+    },
+}
+
+/// A running Envoy; killed on drop.
+pub struct Envoy {
+    child: Child,
+    pub admin: SocketAddr,
+    pub listener: SocketAddr,
+    log_path: PathBuf,
+    // Last: removed after the process is gone.
+    _dir: TempDir,
+}
+
+impl Envoy {
+    /// Starts Envoy on `yaml` and waits until it is ready.
+    pub fn start(setup: &Setup, label: &str, yaml: &str) -> io::Result<Start> {
+        Self::start_with(setup, label, yaml, "info")
+    }
+
+    /// Like [`Envoy::start`] with another log level for the `wasm` component (wafer's logs).
+    pub fn start_with(setup: &Setup, label: &str, yaml: &str, wasm_log: &str) -> io::Result<Start> {
+        let dir = TempDir::new(label)?;
+        let config = dir.path().join("envoy.yaml");
+        let log_path = dir.path().join("envoy.log");
+        let admin_path = dir.path().join("admin.addr");
+        fs::write(&config, yaml)?;
+        let log = fs::File::create(&log_path)?;
+        let child = Command::new(&setup.envoy)
+            .arg("-c")
+            .arg(&config)
+            .args(["--concurrency", "1", "--disable-hot-restart"])
+            .args([
+                "-l",
+                "warning",
+                "--component-log-level",
+                &format!("wasm:{wasm_log}"),
+            ])
+            .arg("--admin-address-path")
+            .arg(&admin_path)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()?;
+        let mut guard = Starting { child: Some(child) };
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            if let Some(child) = guard.child.as_mut() {
+                if let Some(status) = child.try_wait()? {
+                    guard.child = None;
+                    return Ok(Start::Exited {
+                        code: status.code(),
+                        log: read(&log_path),
+                    });
+                }
+            }
+            if let Some(admin) = fs::read_to_string(&admin_path)
+                .ok()
+                .and_then(|s| s.trim().parse().ok())
+            {
+                if admin_get(admin, "/ready").is_ok_and(|b| b.trim() == "LIVE") {
+                    let listener = admin_get(admin, "/listeners")
+                        .ok()
+                        .and_then(|text| parse_listener(&text, "main"));
+                    if let (Some(listener), Some(child)) = (listener, guard.child.take()) {
+                        return Ok(Start::Live(Envoy {
+                            child,
+                            admin,
+                            listener,
+                            log_path,
+                            _dir: dir,
+                        }));
+                    }
+                }
+            }
+            if Instant::now() > deadline {
+                drop(guard);
+                return Ok(Start::TimedOut {
+                    log: read(&log_path),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Starts and insists on `LIVE`; panics with Envoy's log otherwise.
+    pub fn start_live(setup: &Setup, label: &str, yaml: &str) -> Envoy {
+        match Envoy::start(setup, label, yaml) {
+            Ok(Start::Live(envoy)) => envoy,
+            Ok(Start::Exited { code, log }) => {
+                panic!("envoy exited ({code:?}) during start:\n{log}")
+            }
+            Ok(Start::TimedOut { log }) => {
+                panic!("envoy not LIVE after {START_TIMEOUT:?}:\n{log}")
+            }
+            Err(err) => panic!("cannot start envoy {}: {err}", setup.envoy.display()),
+        }
+    }
+
+    /// Envoy's combined stdout/stderr so far.
+    pub fn log(&self) -> String {
+        read(&self.log_path)
+    }
+
+    /// Waits (bounded) for `needle` to appear in the log; log writes may trail the response.
+    pub fn wait_for_log(&self, needle: &str, timeout: Duration) -> bool {
+        self.wait_for(timeout, |log| log.contains(needle))
+    }
+
+    /// Waits (bounded) until the log satisfies `pred`.
+    pub fn wait_for(&self, timeout: Duration, pred: impl Fn(&str) -> bool) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if pred(&self.log()) {
+                return true;
+            }
+            if Instant::now() > deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The value of one counter from the admin `/stats` (0 when absent).
+    pub fn counter(&self, name: &str) -> u64 {
+        let stats = admin_get(self.admin, &format!("/stats?filter=^{name}$")).unwrap_or_default();
+        stats
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}: ")))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for Envoy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::thread::panicking() {
+            eprintln!(
+                "---- envoy log ({}) ----\n{}",
+                self.log_path.display(),
+                tail(&self.log(), 200)
+            );
+        }
+    }
+}
+
+/// Kills a child that never became a ready [`Envoy`].
+struct Starting {
+    child: Option<Child>,
+}
+
+impl Drop for Starting {
+    fn drop(&mut self) {
+        if let Some(child) = self.child.as_mut() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn read(path: &Path) -> String {
+    fs::read(path)
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default()
+}
+
+fn tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// GET on the admin interface; the body as text.
+pub fn admin_get(admin: SocketAddr, path: &str) -> io::Result<String> {
+    let resp = client::send(admin, &Request::get(path).header("Connection", "close"))?;
+    Ok(resp.body_text())
+}
+
+/// Finds `name::ip:port` in the admin `/listeners` text.
+fn parse_listener(text: &str, name: &str) -> Option<SocketAddr> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}::")))
+        .and_then(|addr| addr.trim().parse().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_escaping() {
+        assert_eq!(json_string(r#"{"a":"b\c"}"#), r#""{\"a\":\"b\\c\"}""#);
+        assert_eq!(json_string("x\ny"), r#""x\ny""#);
+    }
+
+    #[test]
+    fn listener_lines() {
+        let text = "admin::127.0.0.1:1\nmain::127.0.0.1:40000\n";
+        assert_eq!(parse_listener(text, "main"), "127.0.0.1:40000".parse().ok());
+        assert_eq!(parse_listener(text, "other"), None);
+    }
+}
