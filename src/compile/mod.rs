@@ -117,6 +117,9 @@ pub struct Rule {
     pub chain: Option<Box<Rule>>,
     /// For `@rx`: strings one of which every match contains (see prefilter).
     pub prefilter: Option<prefilter::Requirement>,
+    /// The interned id of `transforms` (equal chains share an id, so their
+    /// results are memoized once per value).
+    pub chain_id: u32,
 }
 
 /// An entry of a phase list.
@@ -553,6 +556,7 @@ impl Compiler {
             skip: parsed.skip,
             chain: None,
             prefilter: pf,
+            chain_id: 0,
         };
         self.pending_chain.push(rule);
         if !parsed.chain {
@@ -585,6 +589,20 @@ impl Compiler {
             })
         };
         let mut phases: [Vec<Entry>; 5] = Default::default();
+        let mut chains: std::collections::HashMap<Vec<Transform>, u32> = std::collections::HashMap::new();
+        let mut intern = |r: &mut Rule| {
+            let next = u32::try_from(chains.len()).unwrap_or(u32::MAX);
+            r.chain_id = *chains.entry(r.transforms.clone()).or_insert(next);
+        };
+        for item in self.items.iter_mut() {
+            if let Item::Rule(r) = item {
+                let mut link = Some(r);
+                while let Some(l) = link {
+                    intern(l);
+                    link = l.chain.as_deref_mut();
+                }
+            }
+        }
         for item in self.items {
             match item {
                 Item::Rule(r) => {

@@ -99,9 +99,19 @@ impl Scan {
     }
 }
 
+/// The result of a whole transformation chain on one value, and its scan.
+struct Final {
+    /// None: the chain left the value unchanged.
+    val: Option<Rc<[u8]>>,
+    scan: Option<Rc<Scan>>,
+}
+
 #[derive(Default)]
 pub(crate) struct Cache {
     tf: FxMap<(usize, usize, Transform), Option<Rc<[u8]>>>,
+    /// (value address, length, chain id) -> index into `finals`.
+    chains: FxMap<(usize, usize, u32), usize>,
+    finals: Vec<Final>,
     scans: FxMap<(usize, usize), Rc<Scan>>,
     sqli: FxMap<(usize, usize), Option<Rc<str>>>,
     xss: FxMap<(usize, usize), bool>,
@@ -119,6 +129,44 @@ impl Cache {
             None => v,
             Some(rc) => Val::R(rc.clone()),
         }
+    }
+
+    /// A whole chain (interned as `id`) applied to a stable value: one lookup
+    /// when seen before. Returns the result and a handle for [`Cache::chain_scan`].
+    pub fn chain<'a>(&mut self, v: Val<'a>, id: u32, tfs: &[Transform]) -> (Val<'a>, usize) {
+        let key = (v.key().0, v.key().1, id);
+        if let Some(&i) = self.chains.get(&key) {
+            let out = match self.finals.get(i).and_then(|f| f.val.clone()) {
+                Some(rc) => Val::R(rc),
+                None => v,
+            };
+            return (out, i);
+        }
+        // Steps are applied directly: most leave a benign value unchanged
+        // (no copy), which costs less than a memo lookup per step.
+        let mut owned: Option<Vec<u8>> = None;
+        for &t in tfs {
+            let input: &[u8] = owned.as_deref().unwrap_or(v.bytes());
+            if let std::borrow::Cow::Owned(o) = t.apply(input) {
+                owned = Some(o);
+            }
+        }
+        let val: Option<Rc<[u8]>> = owned.map(Rc::from);
+        let i = self.finals.len();
+        self.finals.push(Final { val: val.clone(), scan: None });
+        self.chains.insert(key, i);
+        (val.map(Val::R).unwrap_or(v), i)
+    }
+
+    /// The prefilter scan of a chain result (computed once).
+    pub fn chain_scan(&mut self, handle: usize, v: &Val<'_>, pf: &Prefilter) -> Option<Rc<Scan>> {
+        let f = self.finals.get_mut(handle)?;
+        if f.scan.is_none() {
+            let key = v.key();
+            let scan = self.scans.entry(key).or_insert_with(|| Rc::new(Scan::new(v.bytes(), pf))).clone();
+            f.scan = Some(scan);
+        }
+        f.scan.clone()
     }
 
     pub fn scan(&mut self, v: &Val<'_>, pf: &Prefilter) -> Rc<Scan> {

@@ -331,9 +331,9 @@ struct Hit {
 
 /// Runs the operator of `link` on one (transformed) value, using the
 /// prefilter and the libinjection memo when the value is stable.
-fn op_matches(t: &Transaction, link: &Rule, ctx: &Ctx<'_>, v: &Val<'_>, stable: bool, caps: &mut Captures) -> bool {
+fn op_matches(t: &Transaction, link: &Rule, ctx: &Ctx<'_>, v: &Val<'_>, stable: bool, caps: &mut Captures, prefilter: bool) -> bool {
     caps.0.clear();
-    if let Some(req) = &link.prefilter {
+    if let (true, Some(req)) = (prefilter, &link.prefilter) {
         let possible = if stable {
             t.cache.borrow_mut().scan(v, &t.rs.prefilter).satisfies(req)
         } else {
@@ -398,21 +398,37 @@ fn eval_link(t: &Transaction, link: &Rule, head: &Rule) -> Vec<Hit> {
         };
         let mut cur = base;
         if link.multi_match {
-            if op_matches(t, link, &ctx, &cur, stable, &mut caps) {
+            if op_matches(t, link, &ctx, &cur, stable, &mut caps, true) {
                 record(&cur, &mut hits, &caps);
             }
             for tf in &link.transforms {
                 let (next, changed) = step(t, stable, cur, *tf);
                 cur = next;
-                if changed && op_matches(t, link, &ctx, &cur, stable, &mut caps) {
+                if changed && op_matches(t, link, &ctx, &cur, stable, &mut caps, true) {
                     record(&cur, &mut hits, &caps);
                 }
+            }
+        } else if stable {
+            let (v, handle) = t.cache.borrow_mut().chain(cur, link.chain_id, &link.transforms);
+            if let Some(req) = &link.prefilter {
+                let scan = t.cache.borrow_mut().chain_scan(handle, &v, &t.rs.prefilter);
+                if scan.is_some_and(|s| !s.satisfies(req)) {
+                    // The regex cannot match: the operator is false.
+                    if link.negated {
+                        caps.0.clear();
+                        record(&v, &mut hits, &caps);
+                    }
+                    continue;
+                }
+            }
+            if op_matches(t, link, &ctx, &v, stable, &mut caps, false) {
+                record(&v, &mut hits, &caps);
             }
         } else {
             for tf in &link.transforms {
                 cur = step(t, stable, cur, *tf).0;
             }
-            if op_matches(t, link, &ctx, &cur, stable, &mut caps) {
+            if op_matches(t, link, &ctx, &cur, stable, &mut caps, true) {
                 record(&cur, &mut hits, &caps);
             }
         }
