@@ -120,6 +120,13 @@ pub struct Rule {
     /// The interned id of `transforms` (equal chains share an id, so their
     /// results are memoized once per value).
     pub chain_id: u32,
+    /// The union of the transformations' trigger bytes (None: some step may
+    /// change any value): a value with none of them passes the chain unchanged.
+    pub chain_trigger: Option<[u64; 4]>,
+    /// When every target reads request/response data that is fixed during a
+    /// phase: the interned id of the target list, so rules with the same
+    /// targets and chain share one prepared list of values per phase.
+    pub target_sig: Option<u32>,
 }
 
 /// An entry of a phase list.
@@ -557,6 +564,8 @@ impl Compiler {
             chain: None,
             prefilter: pf,
             chain_id: 0,
+            chain_trigger: None,
+            target_sig: None,
         };
         self.pending_chain.push(rule);
         if !parsed.chain {
@@ -590,9 +599,21 @@ impl Compiler {
         };
         let mut phases: [Vec<Entry>; 5] = Default::default();
         let mut chains: std::collections::HashMap<Vec<Transform>, u32> = std::collections::HashMap::new();
+        let mut sigs: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
         let mut intern = |r: &mut Rule| {
             let next = u32::try_from(chains.len()).unwrap_or(u32::MAX);
             r.chain_id = *chains.entry(r.transforms.clone()).or_insert(next);
+            r.chain_trigger = r.transforms.iter().try_fold([0u64; 4], |mut acc, t| {
+                let trig = t.trigger()?;
+                for (a, b) in acc.iter_mut().zip(trig.iter()) {
+                    *a |= b;
+                }
+                Some(acc)
+            });
+            r.target_sig = target_signature(&r.targets).map(|key| {
+                let next = u32::try_from(sigs.len()).unwrap_or(u32::MAX);
+                *sigs.entry(key).or_insert(next)
+            });
         };
         for item in self.items.iter_mut() {
             if let Item::Rule(r) = item {
@@ -632,6 +653,32 @@ impl Compiler {
         }
         Ok(Ruleset { settings: self.settings, phases, warnings: self.warnings, skip_targets, prefilter: pf.build() })
     }
+}
+
+/// A key naming a target list when all its variables read data fixed for a
+/// phase (see `Rule::target_sig`); None otherwise (TX, MATCHED_VAR, counts...).
+fn target_signature(targets: &[Target]) -> Option<String> {
+    use std::fmt::Write as _;
+    if targets.is_empty() {
+        return None;
+    }
+    let sel = |k: &KeySel| match k {
+        KeySel::All => String::new(),
+        KeySel::Key(k) => format!("k{k}"),
+        KeySel::Regex(r) => format!("r{}", r.as_str()),
+    };
+    let mut key = String::new();
+    for t in targets {
+        if t.count || !t.var.is_phase_stable() {
+            return None;
+        }
+        let _ = write!(key, "{}|{}|", t.var.name(), sel(&t.sel));
+        for e in &t.exclude {
+            let _ = write!(key, "!{}|", sel(e));
+        }
+        key.push(';');
+    }
+    Some(key)
 }
 
 /// Resolves a parsed variable into (variable, key selector).

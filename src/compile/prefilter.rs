@@ -9,7 +9,7 @@
 //! The analysis is conservative: when in doubt (unbounded classes, optional
 //! parts, too many alternatives) it gives up and the rule always runs.
 
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 use regex_syntax::hir::{Class, Hir, HirKind};
 use std::collections::{BTreeSet, HashMap};
 
@@ -197,14 +197,18 @@ pub fn required_literals(pattern: &str) -> Option<Vec<Vec<u8>>> {
     Some(set.into_iter().collect())
 }
 
-/// A rule's compiled requirement.
+/// A rule's compiled requirement: a match contains one of `bytes` or one of
+/// the literals `lits` (ids in [`Prefilter`]'s automaton). Literals shorter
+/// than [`MIN_AC_LIT`] are represented by their first byte (a weaker but
+/// sound test that keeps the automaton from reporting matches everywhere).
 #[derive(Debug, Clone)]
-pub enum Requirement {
-    /// Some byte of this set must occur.
-    Bytes([u64; 4]),
-    /// One of these literal ids (in [`Prefilter`]'s automaton) must occur.
-    Lits(Vec<u32>),
+pub struct Requirement {
+    pub bytes: [u64; 4],
+    pub lits: Vec<u32>,
 }
+
+/// Shortest literal put in the automaton.
+pub const MIN_AC_LIT: usize = 3;
 
 /// All literals of all prefiltered rules in one case-insensitive automaton.
 #[derive(Debug, Default)]
@@ -235,11 +239,9 @@ pub fn byte_set(bytes: impl Iterator<Item = u8>) -> [u64; 4] {
 impl Builder {
     pub fn requirement(&mut self, pattern: &str) -> Option<Requirement> {
         let lits = required_literals(pattern)?;
-        if lits.iter().all(|l| l.len() == 1) {
-            return Some(Requirement::Bytes(byte_set(lits.iter().filter_map(|l| l.first().copied()))));
-        }
-        let mut ids = Vec::with_capacity(lits.len());
-        for l in lits {
+        let bytes = byte_set(lits.iter().filter(|l| l.len() < MIN_AC_LIT).filter_map(|l| l.first().copied()));
+        let mut ids = Vec::new();
+        for l in lits.into_iter().filter(|l| l.len() >= MIN_AC_LIT) {
             let next = u32::try_from(self.lits.len()).ok()?;
             let id = *self.ids.entry(l.clone()).or_insert_with(|| {
                 self.lits.push(l);
@@ -247,14 +249,19 @@ impl Builder {
             });
             ids.push(id);
         }
-        Some(Requirement::Lits(ids))
+        Some(Requirement { bytes, lits: ids })
     }
 
     pub fn build(self) -> Prefilter {
         if self.lits.is_empty() {
             return Prefilter::default();
         }
-        let ac = AhoCorasickBuilder::new().ascii_case_insensitive(true).match_kind(MatchKind::Standard).build(&self.lits).ok();
+        let ac = AhoCorasickBuilder::new()
+            .ascii_case_insensitive(true)
+            .match_kind(MatchKind::Standard)
+            .kind(Some(AhoCorasickKind::DFA))
+            .build(&self.lits)
+            .ok();
         Prefilter { ac, literal_count: self.lits.len() }
     }
 }

@@ -257,6 +257,53 @@ impl Transform {
         }
     }
 
+    /// The bytes that can make this transformation change a value: a value
+    /// containing none of them comes back unchanged (`Cow::Borrowed`), so
+    /// callers holding the value's byte set can skip the call. `None`: any
+    /// value may change (hashes, encoders, length).
+    pub fn trigger(self) -> Option<[u64; 4]> {
+        const WS: &[u8] = b" \t\n\x0b\x0c\r\xa0";
+        let set = |groups: &[&[u8]], upper: bool, lower: bool, high: bool| {
+            let mut s = [0u64; 4];
+            let mut add = |b: u8| {
+                if let Some(w) = s.get_mut(usize::from(b >> 6)) {
+                    *w |= 1u64 << (b & 63);
+                }
+            };
+            for g in groups {
+                for &b in *g {
+                    add(b);
+                }
+            }
+            if upper {
+                (b'A'..=b'Z').for_each(&mut add);
+            }
+            if lower {
+                (b'a'..=b'z').for_each(&mut add);
+            }
+            if high {
+                (0x80..=0xffu8).for_each(&mut add);
+            }
+            Some(s)
+        };
+        match self {
+            Transform::Lowercase => set(&[], true, false, false),
+            Transform::Uppercase => set(&[], false, true, false),
+            Transform::UrlDecode | Transform::UrlDecodeUni => set(&[b"%+"], false, false, false),
+            Transform::Utf8ToUnicode => set(&[], false, false, true),
+            Transform::HtmlEntityDecode => set(&[b"&"], false, false, false),
+            Transform::JsDecode | Transform::CssDecode | Transform::EscapeSeqDecode => set(&[b"\\"], false, false, false),
+            Transform::RemoveNulls | Transform::ReplaceNulls => set(&[b"\0"], false, false, false),
+            Transform::CompressWhitespace | Transform::RemoveWhitespace | Transform::Trim | Transform::TrimLeft | Transform::TrimRight => set(&[WS], false, false, false),
+            Transform::CmdLine => set(&[WS, b"\\\"'^,;"], true, false, false),
+            Transform::NormalisePath => set(&[b"/."], false, false, false),
+            Transform::NormalisePathWin => set(&[b"/.\\"], false, false, false),
+            Transform::RemoveComments | Transform::RemoveCommentsChar | Transform::ReplaceComments => set(&[b"/*-#<>"], false, false, false),
+            Transform::SqlHexDecode => set(&[b"0"], false, false, false),
+            _ => None,
+        }
+    }
+
     /// Applies the transformation. Borrowed output means "unchanged".
     pub fn apply(self, input: &[u8]) -> Cow<'_, [u8]> {
         match self {
@@ -443,6 +490,35 @@ pub(crate) fn unicode_low_byte(h1: u8, h2: u8, h3: u8, h4: u8) -> u8 {
         low + 0x20
     } else {
         low
+    }
+}
+
+#[cfg(test)]
+mod trigger_tests {
+    use super::*;
+
+    /// A value without any trigger byte is never changed (the skip is sound).
+    #[test]
+    fn values_without_trigger_bytes_are_unchanged() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for &t in Transform::ALL {
+            let Some(trig) = t.trigger() else { continue };
+            let allowed: Vec<u8> = (0..=255u8).filter(|b| trig[usize::from(b >> 6)] & (1u64 << (b & 63)) == 0).collect();
+            assert!(!allowed.is_empty(), "{}", t.name());
+            for _ in 0..3000 {
+                let len = (next() % 40) as usize;
+                let v: Vec<u8> = (0..len).map(|_| allowed[(next() as usize) % allowed.len()]).collect();
+                assert!(matches!(t.apply(&v), Cow::Borrowed(_)), "{} changed {:?}", t.name(), String::from_utf8_lossy(&v));
+            }
+            // Every allowed byte at once, too.
+            assert!(matches!(t.apply(&allowed), Cow::Borrowed(_)), "{}", t.name());
+        }
     }
 }
 

@@ -75,9 +75,13 @@ impl Scan {
                 *w |= 1u64 << (b & 63);
             }
         }
-        let mut lits = vec![0u64; pf.literal_count.div_ceil(64)];
+        // Most values contain no literal at all: allocate on the first one.
+        let mut lits = Vec::new();
         if let Some(ac) = &pf.ac {
             for m in ac.find_overlapping_iter(v) {
+                if lits.is_empty() {
+                    lits = vec![0u64; pf.literal_count.div_ceil(64)];
+                }
                 let id = m.pattern().as_usize();
                 if let Some(w) = lits.get_mut(id / 64) {
                     *w |= 1u64 << (id % 64);
@@ -89,14 +93,29 @@ impl Scan {
 
     /// False when the requirement is absent: the regex cannot match.
     pub fn satisfies(&self, r: &Requirement) -> bool {
-        match r {
-            Requirement::Bytes(set) => self.bytes.iter().zip(set.iter()).any(|(a, b)| a & b != 0),
-            Requirement::Lits(ids) => ids.iter().any(|&id| {
+        self.bytes.iter().zip(r.bytes.iter()).any(|(a, b)| a & b != 0)
+            || r.lits.iter().any(|&id| {
                 let id = id as usize;
                 self.lits.get(id / 64).is_some_and(|w| w & (1u64 << (id % 64)) != 0)
-            }),
+            })
+    }
+}
+
+/// The set of bytes in `v` (for transformation triggers).
+pub(crate) fn byte_set(v: &[u8]) -> [u64; 4] {
+    let mut s = [0u64; 4];
+    for &b in v {
+        if let Some(w) = s.get_mut(usize::from(b >> 6)) {
+            *w |= 1u64 << (b & 63);
         }
     }
+    s
+}
+
+/// Whether a value with byte set `have` passes a chain with trigger `trig`
+/// unchanged.
+pub(crate) fn untouched(have: &[u64; 4], trig: &Option<[u64; 4]>) -> bool {
+    trig.as_ref().is_some_and(|t| have.iter().zip(t.iter()).all(|(a, b)| a & b == 0))
 }
 
 /// The result of a whole transformation chain on one value, and its scan.
@@ -106,8 +125,31 @@ struct Final {
     scan: Option<Rc<Scan>>,
 }
 
+/// One value of a target group, prepared for a transformation chain.
+pub(crate) struct Prepared {
+    /// `ARGS`, `REQUEST_HEADERS`... and the key, for MATCHED_VAR_NAME.
+    pub prefix: &'static str,
+    pub key: Option<Rc<[u8]>>,
+    /// The value after the chain.
+    pub val: Rc<[u8]>,
+    pub scan: std::cell::OnceCell<Rc<Scan>>,
+}
+
+impl Prepared {
+    pub fn name(&self) -> String {
+        match &self.key {
+            Some(k) => format!("{}:{}", self.prefix, String::from_utf8_lossy(k)),
+            None => self.prefix.to_string(),
+        }
+    }
+}
+
 #[derive(Default)]
 pub(crate) struct Cache {
+    /// Stable request bytes copied once into shared buffers (address -> copy).
+    raw: FxMap<(usize, usize), Rc<[u8]>>,
+    /// (target signature, chain id) -> the prepared values, for the current phase.
+    pub groups: FxMap<(u32, u32), Rc<Vec<Prepared>>>,
     tf: FxMap<(usize, usize, Transform), Option<Rc<[u8]>>>,
     /// (value address, length, chain id) -> index into `finals`.
     chains: FxMap<(usize, usize, u32), usize>,
@@ -167,6 +209,16 @@ impl Cache {
             f.scan = Some(scan);
         }
         f.scan.clone()
+    }
+
+    /// A shared copy of stable request bytes (one per distinct address).
+    pub fn intern(&mut self, b: &[u8]) -> Rc<[u8]> {
+        self.raw.entry((b.as_ptr() as usize, b.len())).or_insert_with(|| Rc::from(b)).clone()
+    }
+
+    /// The scan of `v` (memoized by address).
+    pub fn scan_rc(&mut self, v: &Rc<[u8]>, pf: &Prefilter) -> Rc<Scan> {
+        self.scans.entry((v.as_ptr() as usize, v.len())).or_insert_with(|| Rc::new(Scan::new(v, pf))).clone()
     }
 
     pub fn scan(&mut self, v: &Val<'_>, pf: &Prefilter) -> Rc<Scan> {

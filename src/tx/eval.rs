@@ -6,7 +6,7 @@ use std::borrow::Cow;
 use super::{log, InterruptAction, Interruption, Transaction};
 use crate::actions::{Ctl, Disruptive, SetOp};
 use crate::compile::{EngineMode, Entry, Rule, Ruleset};
-use super::cache::{Scan, Val};
+use super::cache::{byte_set, untouched, Prepared, Scan, Val};
 use crate::operators::{Captures, Expand, Operator};
 use crate::seclang::MacroPart;
 use crate::vars::{KeySel, Target, Var};
@@ -45,6 +45,13 @@ impl VName<'_> {
             VName::Count(n) => format!("&{n}"),
             VName::Owned(s) => s.clone(),
         }
+    }
+}
+
+impl TargetRemoval {
+    /// Whether this removal concerns `rule` (by id or tag).
+    pub fn applies_to(&self, rule: &Rule) -> bool {
+        self.ids.iter().any(|&(a, b)| (a..=b).contains(&rule.id)) || self.tag.as_ref().is_some_and(|tag| rule.tags.iter().any(|x| x == tag))
     }
 }
 
@@ -148,11 +155,20 @@ pub(crate) fn collect<'a>(t: &'a Transaction, target: &Target, rule: Option<&Rul
         Var::ServerName => scalar(out, var, Cow::Borrowed(&r.server_name)),
         Var::UniqueId => scalar(out, var, Cow::Borrowed(t.unique_id.as_bytes())),
         Var::Tx => {
+            if let KeySel::Key(k) = &target.sel {
+                // The common case (`TX:anomaly_score`): one lookup.
+                if let Some((key, v)) = t.tx.get_key_value(k.as_str()) {
+                    if !target.excluded(k.as_bytes()) && !removed(k.as_bytes()) {
+                        out.push(Value { name: VName::Keyed("TX", key.as_bytes()), value: Cow::Borrowed(v.as_slice()), stable: false });
+                    }
+                }
+                return finish_count(out, start, target, name);
+            }
             let mut keys: Vec<&String> = t.tx.keys().filter(|k| target.sel.matches(k.as_bytes()) && !target.excluded(k.as_bytes()) && !removed(k.as_bytes())).collect();
             keys.sort();
             for k in keys {
                 if let Some(v) = t.tx.get(k) {
-                    out.push(Value { name: VName::Owned(format!("TX:{k}")), value: Cow::Borrowed(v.as_slice()), stable: false });
+                    out.push(Value { name: VName::Keyed("TX", k.as_bytes()), value: Cow::Borrowed(v.as_slice()), stable: false });
                 }
             }
         }
@@ -269,6 +285,11 @@ pub(crate) fn collect<'a>(t: &'a Transaction, target: &Target, rule: Option<&Rul
         }
         Var::MscPcreLimitsExceeded => scalar(out, var, Cow::Borrowed(b"0")),
     }
+    finish_count(out, start, target, name);
+}
+
+/// `&VAR`: replaces the values collected since `start` by their count.
+fn finish_count(out: &mut Vec<Value<'_>>, start: usize, target: &Target, name: &'static str) {
     if target.count {
         let n = out.len() - start;
         out.truncate(start);
@@ -375,11 +396,71 @@ fn step<'a>(t: &Transaction, stable: bool, cur: Val<'a>, tf: crate::transforms::
     }
 }
 
+/// The prepared values of a link whose targets are phase-stable: built by the
+/// first rule with these targets and chain in this phase, reused by the rest.
+/// None when this link cannot use the shared list.
+fn group(t: &Transaction, link: &Rule, head: &Rule) -> Option<std::rc::Rc<Vec<Prepared>>> {
+    let sig = link.target_sig?;
+    if link.multi_match || t.removed_targets.iter().any(|r| r.applies_to(head)) {
+        return None;
+    }
+    let key = (sig, link.chain_id);
+    if let Some(g) = t.cache.borrow().groups.get(&key) {
+        return Some(g.clone());
+    }
+    let mut values: Vec<Value<'_>> = Vec::with_capacity(32);
+    for target in &link.targets {
+        collect(t, target, Some(head), &mut values);
+    }
+    let mut cache = t.cache.borrow_mut();
+    let mut out = Vec::with_capacity(values.len());
+    for v in values {
+        let (prefix, key) = match (&v.name, &v.value, v.stable) {
+            (VName::Plain(n), Cow::Borrowed(_), true) => (*n, None),
+            (VName::Keyed(n, k), Cow::Borrowed(_), true) => (*n, Some(cache.intern(k))),
+            _ => return None,
+        };
+        let raw = cache.intern(&v.value);
+        let val = if raw.len() <= 512 && untouched(&byte_set(&raw), &link.chain_trigger) {
+            raw
+        } else {
+            match cache.chain(Val::R(raw.clone()), link.chain_id, &link.transforms).0 {
+                Val::R(rc) => rc,
+                Val::B(_) => raw,
+            }
+        };
+        out.push(Prepared { prefix, key, val, scan: std::cell::OnceCell::new() });
+    }
+    let g = std::rc::Rc::new(out);
+    cache.groups.insert(key, g.clone());
+    Some(g)
+}
+
 /// Evaluates one link of a chain; returns its hits (empty = no match).
 fn eval_link(t: &Transaction, link: &Rule, head: &Rule) -> Vec<Hit> {
     let mut hits = Vec::new();
+    if let Some(g) = group(t, link, head) {
+        let ctx = Ctx { t, rule: Some(head) };
+        let mut caps = Captures::default();
+        for p in g.iter() {
+            if let Some(req) = &link.prefilter {
+                let scan = p.scan.get_or_init(|| t.cache.borrow_mut().scan_rc(&p.val, &t.rs.prefilter));
+                if !scan.satisfies(req) {
+                    if link.negated {
+                        hits.push(Hit { name: p.name(), value: p.val.to_vec(), captures: link.capture.then(Vec::new) });
+                    }
+                    continue;
+                }
+            }
+            let v = Val::R(p.val.clone());
+            if op_matches(t, link, &ctx, &v, true, &mut caps, false) {
+                hits.push(Hit { name: p.name(), value: p.val.to_vec(), captures: link.capture.then(|| caps.0.clone()) });
+            }
+        }
+        return hits;
+    }
     let ctx = Ctx { t, rule: Some(head) };
-    let mut values: Vec<Value<'_>> = Vec::new();
+    let mut values: Vec<Value<'_>> = Vec::with_capacity(8);
     if link.targets.is_empty() {
         // SecAction, or a rule without targets: one empty value.
         values.push(Value { name: VName::Plain(""), value: Cow::Borrowed(&b""[..]), stable: false });
@@ -409,6 +490,12 @@ fn eval_link(t: &Transaction, link: &Rule, head: &Rule) -> Vec<Hit> {
                 }
             }
         } else if stable {
+            if cur.bytes().len() <= 512 && untouched(&byte_set(cur.bytes()), &link.chain_trigger) {
+                if op_matches(t, link, &ctx, &cur, stable, &mut caps, true) {
+                    record(&cur, &mut hits, &caps);
+                }
+                continue;
+            }
             let (v, handle) = t.cache.borrow_mut().chain(cur, link.chain_id, &link.transforms);
             if let Some(req) = &link.prefilter {
                 let scan = t.cache.borrow_mut().chain_scan(handle, &v, &t.rs.prefilter);
@@ -425,8 +512,10 @@ fn eval_link(t: &Transaction, link: &Rule, head: &Rule) -> Vec<Hit> {
                 record(&v, &mut hits, &caps);
             }
         } else {
-            for tf in &link.transforms {
-                cur = step(t, stable, cur, *tf).0;
+            if !untouched(&byte_set(cur.bytes()), &link.chain_trigger) {
+                for tf in &link.transforms {
+                    cur = step(t, stable, cur, *tf).0;
+                }
             }
             if op_matches(t, link, &ctx, &cur, stable, &mut caps, true) {
                 record(&cur, &mut hits, &caps);
@@ -521,6 +610,8 @@ fn apply_setvar(t: &mut Transaction, rule: &Rule, sv: &crate::actions::SetVar) {
 }
 
 fn apply_ctl(t: &mut Transaction, c: &Ctl) {
+    // Target lists may depend on what a ctl changes (body variable, removals).
+    t.cache.get_mut().groups.clear();
     match c {
         Ctl::RuleEngine(m) => t.engine = *m,
         Ctl::RequestBodyAccess(b) => t.request_body_access = *b,

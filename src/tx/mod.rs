@@ -280,6 +280,8 @@ impl Transaction {
         if self.allow == Some(AllowScope::Phase) {
             self.allow = None;
         }
+        // Request/response data may have grown since the last phase.
+        self.cache.get_mut().groups.clear();
         let rs = self.rs.clone();
         let decision = eval::run_phase(self, &rs, phase);
         if let Some(i) = decision {
