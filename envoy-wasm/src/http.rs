@@ -300,22 +300,32 @@ impl HttpContext for WaferHttp {
             self.count_error("cannot read the request headers");
             return Action::Continue;
         };
-        let mut authority: &[u8] = b"";
-        let mut path: &[u8] = b"";
+        let mut authority: Option<&[u8]> = None;
+        let mut path: Option<&[u8]> = None;
         let mut method: &[u8] = b"";
         let mut request_id: &[u8] = b"";
         let mut has_host = false;
+        let mut has_length = false;
+        let mut has_te = false;
         for (name, value) in &headers {
             match name.as_str() {
-                ":authority" => authority = value,
-                ":path" => path = value,
+                ":authority" => authority = Some(value),
+                ":path" => path = Some(value),
                 ":method" => method = value,
                 "x-request-id" => request_id = value,
                 "host" => has_host = true,
+                "content-length" => has_length = true,
+                "transfer-encoding" => has_te = true,
                 _ => {}
             }
         }
-        let Some(ruleset) = shared.waf.ruleset_for(&String::from_utf8_lossy(authority)) else {
+        // CONNECT has no `:path`: its target is the authority (`CONNECT host:port HTTP/1.1`).
+        let path = match path {
+            Some(p) => p,
+            None if method == b"CONNECT" => authority.unwrap_or_default(),
+            None => b"",
+        };
+        let Some(ruleset) = shared.waf.ruleset_for(&String::from_utf8_lossy(authority.unwrap_or_default())) else {
             return Action::Continue;
         };
         shared.metrics.transaction();
@@ -343,14 +353,20 @@ impl HttpContext for WaferHttp {
             &String::from_utf8_lossy(method),
             &self.protocol,
         );
-        // Envoy turns HTTP/1.1 `Host` into `:authority`; rules expect a Host header.
-        if !has_host && !authority.is_empty() {
-            tx.add_request_header(b"Host", authority);
+        // Envoy turns HTTP/1.1 `Host` into `:authority` (an empty Host stays an empty
+        // authority); rules expect the Host header the client sent.
+        if let (false, Some(a)) = (has_host, authority) {
+            tx.add_request_header(b"Host", a);
         }
         for (name, value) in &headers {
             if !name.starts_with(':') {
                 tx.add_request_header(name.as_bytes(), value);
             }
+        }
+        // Envoy removes `Transfer-Encoding` after de-chunking. An HTTP/1.1 request with
+        // a body and no Content-Length was chunked on the wire: say so, as the client did.
+        if !end_of_stream && !has_length && !has_te && self.protocol == "HTTP/1.1" {
+            tx.add_request_header(b"Transfer-Encoding", b"chunked");
         }
         let body_access = tx.request_body_access();
         let interruption = tx.process_request_headers();

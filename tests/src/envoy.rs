@@ -7,11 +7,12 @@
 //! directory is kept and its path printed.
 
 use std::fs;
-use std::io;
+use std::io::{self, BufRead, BufReader, Write};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::client::{self, Request};
@@ -188,12 +189,116 @@ pub enum Start {
     },
 }
 
+/// How to run Envoy, beyond the bootstrap.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Log level of the `wasm` component (wafer's logs).
+    pub wasm_log: String,
+    /// `--concurrency` (worker threads).
+    pub concurrency: u32,
+    /// Read stderr through a pipe into [`LiveLog`] as it is written (the log file still gets
+    /// every line). File reads can trail Envoy's buffered writes; the pipe cannot.
+    pub capture: bool,
+    /// More command-line flags (e.g. `--log-format`).
+    pub extra_args: Vec<String>,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            wasm_log: "info".into(),
+            concurrency: 1,
+            capture: false,
+            extra_args: Vec::new(),
+        }
+    }
+}
+
+/// Envoy's stderr, line by line, as it arrives. Lines are numbered from 0 for the life of the
+/// process; [`LiveLog::forget_before`] frees old ones (their numbers stay taken).
+#[derive(Default)]
+pub struct LiveLog {
+    state: Mutex<LiveState>,
+    grew: Condvar,
+}
+
+#[derive(Default)]
+struct LiveState {
+    /// Number of the first line in `lines`.
+    base: usize,
+    lines: Vec<String>,
+    closed: bool,
+}
+
+impl LiveLog {
+    fn push(&self, line: String) {
+        if let Ok(mut st) = self.state.lock() {
+            st.lines.push(line);
+        }
+        self.grew.notify_all();
+    }
+
+    fn close(&self) {
+        if let Ok(mut st) = self.state.lock() {
+            st.closed = true;
+        }
+        self.grew.notify_all();
+    }
+
+    /// The number the next line will get.
+    pub fn end(&self) -> usize {
+        self.state.lock().map(|st| st.base + st.lines.len()).unwrap_or(0)
+    }
+
+    /// Waits (bounded) for the first line numbered `from` or later that satisfies `pred`;
+    /// its number, or None on timeout (or when Envoy's stderr closed).
+    pub fn wait_for(&self, from: usize, timeout: Duration, pred: impl Fn(&str) -> bool) -> Option<usize> {
+        let deadline = Instant::now() + timeout;
+        let mut st = self.state.lock().ok()?;
+        let mut next = from.max(st.base);
+        loop {
+            while next < st.base + st.lines.len() {
+                if pred(&st.lines[next - st.base]) {
+                    return Some(next);
+                }
+                next += 1;
+            }
+            let now = Instant::now();
+            if st.closed || now >= deadline {
+                return None;
+            }
+            st = self.grew.wait_timeout(st, deadline - now).ok()?.0;
+        }
+    }
+
+    /// Copies of the lines numbered `from..to` (those still kept).
+    pub fn lines(&self, from: usize, to: usize) -> Vec<String> {
+        let Ok(st) = self.state.lock() else {
+            return Vec::new();
+        };
+        let lo = from.max(st.base) - st.base;
+        let hi = to.min(st.base + st.lines.len()).saturating_sub(st.base);
+        st.lines.get(lo..hi.max(lo)).map(<[String]>::to_vec).unwrap_or_default()
+    }
+
+    /// Frees the lines numbered below `line`.
+    pub fn forget_before(&self, line: usize) {
+        if let Ok(mut st) = self.state.lock() {
+            let n = line.saturating_sub(st.base).min(st.lines.len());
+            st.lines.drain(..n);
+            st.base += n;
+        }
+    }
+}
+
 /// A running Envoy; killed on drop.
 pub struct Envoy {
     child: Child,
     pub admin: SocketAddr,
     pub listener: SocketAddr,
     log_path: PathBuf,
+    /// Set when started with [`Options::capture`].
+    live: Option<Arc<LiveLog>>,
     // Last: removed after the process is gone.
     _dir: TempDir,
 }
@@ -206,28 +311,69 @@ impl Envoy {
 
     /// Like [`Envoy::start`] with another log level for the `wasm` component (wafer's logs).
     pub fn start_with(setup: &Setup, label: &str, yaml: &str, wasm_log: &str) -> io::Result<Start> {
+        let options = Options {
+            wasm_log: wasm_log.into(),
+            ..Options::default()
+        };
+        Self::start_opts(setup, label, yaml, &options)
+    }
+
+    /// Like [`Envoy::start`] with [`Options`].
+    pub fn start_opts(setup: &Setup, label: &str, yaml: &str, options: &Options) -> io::Result<Start> {
         let dir = TempDir::new(label)?;
         let config = dir.path().join("envoy.yaml");
         let log_path = dir.path().join("envoy.log");
         let admin_path = dir.path().join("admin.addr");
         fs::write(&config, yaml)?;
         let log = fs::File::create(&log_path)?;
-        let child = Command::new(&setup.envoy)
+        let mut command = Command::new(&setup.envoy);
+        command
             .arg("-c")
             .arg(&config)
-            .args(["--concurrency", "1", "--disable-hot-restart"])
+            .args(["--concurrency", &options.concurrency.to_string(), "--disable-hot-restart"])
             .args([
                 "-l",
                 "warning",
                 "--component-log-level",
-                &format!("wasm:{wasm_log}"),
+                &format!("wasm:{}", options.wasm_log),
             ])
+            .args(&options.extra_args)
             .arg("--admin-address-path")
             .arg(&admin_path)
             .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .spawn()?;
+            .stdout(log.try_clone()?);
+        if options.capture {
+            command.stderr(Stdio::piped());
+        } else {
+            command.stderr(log.try_clone()?);
+        }
+        let mut child = command.spawn()?;
+        let live = match child.stderr.take() {
+            Some(stderr) => {
+                let live = Arc::new(LiveLog::default());
+                let (live2, mut file) = (live.clone(), log);
+                std::thread::spawn(move || {
+                    let mut reader = BufReader::new(stderr);
+                    let mut buf = Vec::new();
+                    loop {
+                        buf.clear();
+                        match reader.read_until(b'\n', &mut buf) {
+                            Ok(0) | Err(_) => break,
+                            Ok(_) => {
+                                let _ = file.write_all(&buf);
+                                while matches!(buf.last(), Some(b'\n' | b'\r')) {
+                                    buf.pop();
+                                }
+                                live2.push(String::from_utf8_lossy(&buf).into_owned());
+                            }
+                        }
+                    }
+                    live2.close();
+                });
+                Some(live)
+            }
+            None => None,
+        };
         let mut guard = Starting { child: Some(child) };
         let deadline = Instant::now() + START_TIMEOUT;
         loop {
@@ -254,6 +400,7 @@ impl Envoy {
                             admin,
                             listener,
                             log_path,
+                            live,
                             _dir: dir,
                         }));
                     }
@@ -281,6 +428,30 @@ impl Envoy {
             }
             Err(err) => panic!("cannot start envoy {}: {err}", setup.envoy.display()),
         }
+    }
+
+    /// Starts with [`Options`] and insists on `LIVE`; panics with Envoy's log otherwise.
+    pub fn start_live_opts(setup: &Setup, label: &str, yaml: &str, options: &Options) -> Envoy {
+        match Envoy::start_opts(setup, label, yaml, options) {
+            Ok(Start::Live(envoy)) => envoy,
+            Ok(Start::Exited { code, log }) => {
+                panic!("envoy exited ({code:?}) during start:\n{log}")
+            }
+            Ok(Start::TimedOut { log }) => {
+                panic!("envoy not LIVE after {START_TIMEOUT:?}:\n{log}")
+            }
+            Err(err) => panic!("cannot start envoy {}: {err}", setup.envoy.display()),
+        }
+    }
+
+    /// The live stderr lines (only with [`Options::capture`]).
+    pub fn live(&self) -> Option<&Arc<LiveLog>> {
+        self.live.as_ref()
+    }
+
+    /// Whether the process is still running.
+    pub fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
     }
 
     /// Envoy's combined stdout/stderr so far.

@@ -5,5 +5,6 @@
 //! could hide what goes over the wire.
 
 pub mod client;
+pub mod crs;
 pub mod envoy;
 pub mod upstream;

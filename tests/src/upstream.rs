@@ -5,6 +5,11 @@
 //! For response-side tests, request headers change the answer: `x-upstream-reply: <text>`
 //! replaces the body, `x-upstream-size: <n>` makes it `n` bytes of `r`, and
 //! `x-upstream-status: <code>` sets the status.
+//!
+//! [`Upstream::albedo`] behaves like the CRS test backend (albedo) instead: any path answers
+//! 200 with an empty `text/plain` body, and `POST /reflect` with a JSON body
+//! `{"status","headers","body","encodedBody"(base64),"logMessage"}` answers exactly that
+//! response (the shape is `wafer_cli::crs::native::reflect`, shared with the native runner).
 
 use std::io::{BufReader, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -24,6 +29,15 @@ pub struct Seen {
     pub body: Vec<u8>,
 }
 
+/// How the upstream answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// `200 upstream ok len=<n> fnv=<hash>` and the `x-upstream-*` request headers.
+    Echo,
+    /// The CRS test backend (albedo).
+    Albedo,
+}
+
 pub struct Upstream {
     addr: SocketAddr,
     seen: Arc<Mutex<Vec<Seen>>>,
@@ -32,6 +46,15 @@ pub struct Upstream {
 
 impl Upstream {
     pub fn start() -> std::io::Result<Upstream> {
+        Self::start_mode(Mode::Echo)
+    }
+
+    /// An upstream that behaves like albedo (see the module docs).
+    pub fn albedo() -> std::io::Result<Upstream> {
+        Self::start_mode(Mode::Albedo)
+    }
+
+    pub fn start_mode(mode: Mode) -> std::io::Result<Upstream> {
         let listener = TcpListener::bind("127.0.0.1:0")?;
         let addr = listener.local_addr()?;
         let seen = Arc::new(Mutex::new(Vec::new()));
@@ -44,7 +67,7 @@ impl Upstream {
                 }
                 let Ok(stream) = stream else { continue };
                 let seen = seen2.clone();
-                thread::spawn(move || serve(stream, seen));
+                thread::spawn(move || serve(stream, seen, mode));
             }
         });
         Ok(Upstream { addr, seen, stop })
@@ -88,7 +111,54 @@ pub fn reply_for(body: &[u8]) -> String {
     format!("upstream ok len={} fnv={:016x}", body.len(), fnv64(body))
 }
 
-fn serve(stream: TcpStream, seen: Arc<Mutex<Vec<Seen>>>) {
+/// albedo's answer to a request: status, headers, body.
+pub fn albedo_reply(method: &str, target: &str, body: &[u8]) -> (u16, Vec<(String, String)>, Vec<u8>) {
+    let req = wafer_cli::crs::native::RawRequest {
+        method: method.to_string(),
+        uri: target.to_string(),
+        version: "HTTP/1.1".into(),
+        headers: Vec::new(),
+        body: body.to_vec(),
+    };
+    wafer_cli::crs::native::reflect(&req)
+}
+
+/// The response bytes for albedo's answer (framing headers of the reflected set are replaced
+/// by our own `content-length`).
+fn albedo_response(method: &str, target: &str, body: &[u8]) -> Vec<u8> {
+    let (status, headers, body) = albedo_reply(method, target, body);
+    let mut out = format!("HTTP/1.1 {status} {}\r\n", reason(status)).into_bytes();
+    for (name, value) in &headers {
+        let lower = name.to_ascii_lowercase();
+        if matches!(lower.as_str(), "content-length" | "transfer-encoding" | "connection") {
+            continue;
+        }
+        out.extend_from_slice(format!("{name}: {value}\r\n").as_bytes());
+    }
+    let bodiless = status == 204 || status == 304 || (100..200).contains(&status);
+    if bodiless {
+        out.extend_from_slice(b"\r\n");
+    } else {
+        out.extend_from_slice(format!("content-length: {}\r\n\r\n", body.len()).as_bytes());
+        if method != "HEAD" {
+            out.extend_from_slice(&body);
+        }
+    }
+    out
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        400 => "Bad Request",
+        403 => "Forbidden",
+        404 => "Not Found",
+        500 => "Internal Server Error",
+        _ => "X",
+    }
+}
+
+fn serve(stream: TcpStream, seen: Arc<Mutex<Vec<Seen>>>, mode: Mode) {
     let _ = stream.set_read_timeout(Some(Duration::from_secs(60)));
     let Ok(mut writer) = stream.try_clone() else {
         return;
@@ -111,6 +181,13 @@ fn serve(stream: TcpStream, seen: Arc<Mutex<Vec<Seen>>>) {
         let Ok(body) = read_body(&mut reader, &headers, false) else {
             return;
         };
+        if mode == Mode::Albedo {
+            let out = albedo_response(&method, &target, &body);
+            if writer.write_all(&out).is_err() {
+                return;
+            }
+            continue;
+        }
         let get = |name: &str| {
             headers
                 .iter()
@@ -167,5 +244,19 @@ mod tests {
         let r2 = conn.send(&req).expect("r2");
         assert_eq!(r2.body_text(), reply_for(&body));
         assert_eq!(up.find("/b").map(|s| s.body.len()), Some(3000));
+    }
+
+    #[test]
+    fn albedo_reflects() {
+        use crate::client::{Conn, Request};
+        let up = Upstream::albedo().expect("upstream");
+        let mut conn = Conn::open(up.addr()).expect("connect");
+        let r = conn.send(&Request::get("/status/200")).expect("get");
+        assert_eq!((r.status, r.body.len()), (200, 0));
+        assert_eq!(r.header("content-type"), Some("text/plain"));
+        let spec = r#"{"status":418,"headers":{"X-A":"b"},"encodedBody":"aGk="}"#;
+        let r = conn.send(&Request::post("/reflect", "application/json", spec)).expect("reflect");
+        assert_eq!((r.status, r.body_text().as_str()), (418, "hi"));
+        assert_eq!(r.header("x-a"), Some("b"));
     }
 }
