@@ -475,7 +475,7 @@ fn eval_link(t: &Transaction, link: &Rule, head: &Rule) -> Vec<Hit> {
         };
         let (base, stable) = match &item.value {
             Cow::Borrowed(b) if item.stable => (Val::B(b), true),
-            other => (Val::R(std::rc::Rc::from(other.as_ref())), false),
+            other => (Val::B(other.as_ref()), false),
         };
         let mut cur = base;
         if link.multi_match {
@@ -585,7 +585,12 @@ fn apply_setvar(t: &mut Transaction, rule: &Rule, sv: &crate::actions::SetVar) {
     }
     let (key, value) = {
         let ctx = Ctx { t, rule: Some(rule) };
-        let key = String::from_utf8_lossy(&ctx.expand(&sv.key)).to_ascii_lowercase();
+        // Most keys are literal (`tx.anomaly_score`): no expansion needed.
+        let key = match sv.key.as_slice() {
+            [MacroPart::Lit(k)] => Cow::Borrowed(k.as_str()),
+            parts => Cow::Owned(String::from_utf8_lossy(&ctx.expand(parts)).into_owned()),
+        };
+        let key = if key.bytes().any(|b| b.is_ascii_uppercase()) { Cow::Owned(key.to_ascii_lowercase()) } else { key };
         let value = match &sv.op {
             SetOp::Set(v) | SetOp::Add(v) | SetOp::Sub(v) => Some(ctx.expand(v)),
             SetOp::Delete => None,
@@ -594,16 +599,25 @@ fn apply_setvar(t: &mut Transaction, rule: &Rule, sv: &crate::actions::SetVar) {
     };
     match (&sv.op, value) {
         (SetOp::Delete, _) => {
-            t.tx.remove(&key);
+            t.tx.remove(key.as_ref());
         }
-        (SetOp::Set(_), Some(v)) => {
-            t.tx.insert(key, v);
-        }
+        (SetOp::Set(_), Some(v)) => match t.tx.get_mut(key.as_ref()) {
+            Some(slot) => *slot = v,
+            None => {
+                t.tx.insert(key.into_owned(), v);
+            }
+        },
         (op, Some(v)) => {
-            let cur = t.tx.get(&key).map(|c| crate::operators::to_int(c)).unwrap_or(0);
+            let cur = t.tx.get(key.as_ref()).map(|c| crate::operators::to_int(c)).unwrap_or(0);
             let delta = crate::operators::to_int(&v);
             let n = if matches!(op, SetOp::Add(_)) { cur.saturating_add(delta) } else { cur.saturating_sub(delta) };
-            t.tx.insert(key, n.to_string().into_bytes());
+            let n = n.to_string().into_bytes();
+            match t.tx.get_mut(key.as_ref()) {
+                Some(slot) => *slot = n,
+                None => {
+                    t.tx.insert(key.into_owned(), n);
+                }
+            }
         }
         _ => {}
     }
