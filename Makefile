@@ -16,7 +16,7 @@ SHELL := /bin/bash
 CARGO ?= cargo
 JOBS ?= 2
 ENVOY_VERSION ?= 1.40.0
-CRS_DIR ?= $(abspath ../shared/coreruleset)
+CRS_DIR ?= $(if $(wildcard crs/crs-setup.conf.example),$(abspath crs),$(abspath ../shared/coreruleset))
 export CRS_DIR
 
 VENV := .venv
@@ -60,7 +60,7 @@ wasm: tools-rust tools-wasm-opt
 	fi
 	@ls -l $(WASM)
 
-test: tools wasm
+test: tools wasm crs-verify
 	WAFER_ENVOY=$(abspath $(ENVOY)) WAFER_WASM=$(abspath $(WASM)) \
 	  $(CARGO) test --workspace -j $(JOBS)
 	$(CRS_REGRESSION)
@@ -86,3 +86,12 @@ run: tools wasm
 
 clean-tools:
 	rm -rf $(VENV)
+
+# The pinned OWASP CRS release into ./crs (git-ignored), content-verified; for users with
+# internet (CI uses CRS_DIR=../shared/coreruleset, checked by crs-verify in `make test`).
+.PHONY: crs crs-verify
+crs:
+	scripts/crs-fetch.sh
+
+crs-verify:
+	scripts/crs-fetch.sh --verify $(CRS_DIR)
