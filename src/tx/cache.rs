@@ -144,10 +144,21 @@ impl Prepared {
     }
 }
 
+/// One collected value of a target list, before any transformation.
+pub(crate) struct RawItem {
+    pub prefix: &'static str,
+    pub key: Option<Rc<[u8]>>,
+    pub raw: Rc<[u8]>,
+    /// The bytes it contains (for transformation triggers).
+    pub bytes: [u64; 4],
+}
+
 #[derive(Default)]
 pub(crate) struct Cache {
     /// Stable request bytes copied once into shared buffers (address -> copy).
     raw: FxMap<(usize, usize), Rc<[u8]>>,
+    /// target signature -> its collected values, for the current phase.
+    pub lists: FxMap<u32, Rc<Vec<RawItem>>>,
     /// (target signature, chain id) -> the prepared values, for the current phase.
     pub groups: FxMap<(u32, u32), Rc<Vec<Prepared>>>,
     tf: FxMap<(usize, usize, Transform), Option<Rc<[u8]>>>,

@@ -6,7 +6,7 @@ use std::borrow::Cow;
 use super::{log, InterruptAction, Interruption, Transaction};
 use crate::actions::{Ctl, Disruptive, SetOp};
 use crate::compile::{EngineMode, Entry, Rule, Ruleset};
-use super::cache::{byte_set, untouched, Prepared, Scan, Val};
+use super::cache::{byte_set, untouched, Prepared, RawItem, Scan, Val};
 use crate::operators::{Captures, Expand, Operator};
 use crate::seclang::MacroPart;
 use crate::vars::{KeySel, Target, Var};
@@ -401,12 +401,48 @@ fn step<'a>(t: &Transaction, stable: bool, cur: Val<'a>, tf: crate::transforms::
 /// None when this link cannot use the shared list.
 fn group(t: &Transaction, link: &Rule, head: &Rule) -> Option<std::rc::Rc<Vec<Prepared>>> {
     let sig = link.target_sig?;
-    if link.multi_match || t.removed_targets.iter().any(|r| r.applies_to(head)) {
+    if link.multi_match {
         return None;
     }
+    // Which runtime target removals (ctl:ruleRemoveTarget*) concern this rule: rules
+    // with the same ones share a list (e.g. all 941xxx after 941010).
+    let mut mask = 0u32;
+    for (i, r) in t.removed_targets.iter().enumerate() {
+        if r.applies_to(head) {
+            if i >= 32 {
+                return None;
+            }
+            mask |= 1 << i;
+        }
+    }
+    let sig = sig.wrapping_mul(0x9e37_79b9) ^ mask;
     let key = (sig, link.chain_id);
     if let Some(g) = t.cache.borrow().groups.get(&key) {
         return Some(g.clone());
+    }
+    let list = raw_list(t, sig, link, head)?;
+    let mut cache = t.cache.borrow_mut();
+    let mut out = Vec::with_capacity(list.len());
+    for item in list.iter() {
+        let val = if item.raw.len() <= 4096 && untouched(&item.bytes, &link.chain_trigger) {
+            item.raw.clone()
+        } else {
+            match cache.chain(Val::R(item.raw.clone()), link.chain_id, &link.transforms).0 {
+                Val::R(rc) => rc,
+                Val::B(_) => item.raw.clone(),
+            }
+        };
+        out.push(Prepared { prefix: item.prefix, key: item.key.clone(), val, scan: std::cell::OnceCell::new() });
+    }
+    let g = std::rc::Rc::new(out);
+    cache.groups.insert(key, g.clone());
+    Some(g)
+}
+
+/// The collected values of a target list (by signature), once per phase.
+fn raw_list(t: &Transaction, sig: u32, link: &Rule, head: &Rule) -> Option<std::rc::Rc<Vec<RawItem>>> {
+    if let Some(l) = t.cache.borrow().lists.get(&sig) {
+        return Some(l.clone());
     }
     let mut values: Vec<Value<'_>> = Vec::with_capacity(32);
     for target in &link.targets {
@@ -421,19 +457,12 @@ fn group(t: &Transaction, link: &Rule, head: &Rule) -> Option<std::rc::Rc<Vec<Pr
             _ => return None,
         };
         let raw = cache.intern(&v.value);
-        let val = if raw.len() <= 512 && untouched(&byte_set(&raw), &link.chain_trigger) {
-            raw
-        } else {
-            match cache.chain(Val::R(raw.clone()), link.chain_id, &link.transforms).0 {
-                Val::R(rc) => rc,
-                Val::B(_) => raw,
-            }
-        };
-        out.push(Prepared { prefix, key, val, scan: std::cell::OnceCell::new() });
+        let bytes = if raw.len() <= 4096 { byte_set(&raw) } else { [u64::MAX; 4] };
+        out.push(RawItem { prefix, key, raw, bytes });
     }
-    let g = std::rc::Rc::new(out);
-    cache.groups.insert(key, g.clone());
-    Some(g)
+    let l = std::rc::Rc::new(out);
+    cache.lists.insert(sig, l.clone());
+    Some(l)
 }
 
 /// Evaluates one link of a chain; returns its hits (empty = no match).
@@ -626,6 +655,7 @@ fn apply_setvar(t: &mut Transaction, rule: &Rule, sv: &crate::actions::SetVar) {
 fn apply_ctl(t: &mut Transaction, c: &Ctl) {
     // Target lists may depend on what a ctl changes (body variable, removals).
     t.cache.get_mut().groups.clear();
+    t.cache.get_mut().lists.clear();
     match c {
         Ctl::RuleEngine(m) => t.engine = *m,
         Ctl::RequestBodyAccess(b) => t.request_body_access = *b,
