@@ -136,10 +136,11 @@ pub(crate) struct Prepared {
 }
 
 impl Prepared {
-    pub fn name(&self) -> String {
-        match &self.key {
-            Some(k) => format!("{}:{}", self.prefix, String::from_utf8_lossy(k)),
-            None => self.prefix.to_string(),
+    pub fn write_name(&self, out: &mut String) {
+        out.push_str(self.prefix);
+        if let Some(k) = &self.key {
+            out.push(':');
+            out.push_str(&String::from_utf8_lossy(k));
         }
     }
 }
@@ -153,7 +154,6 @@ pub(crate) struct RawItem {
     pub bytes: [u64; 4],
 }
 
-#[derive(Default)]
 pub(crate) struct Cache {
     /// Stable request bytes copied once into shared buffers (address -> copy).
     raw: FxMap<(usize, usize), Rc<[u8]>>,
@@ -168,6 +168,23 @@ pub(crate) struct Cache {
     scans: FxMap<(usize, usize), Rc<Scan>>,
     sqli: FxMap<(usize, usize), Option<Rc<str>>>,
     xss: FxMap<(usize, usize), bool>,
+}
+
+impl Default for Cache {
+    fn default() -> Cache {
+        // Sized for a typical CRS request (~30 values, ~60 target lists).
+        Cache {
+            raw: FxMap::with_capacity_and_hasher(64, Default::default()),
+            lists: FxMap::with_capacity_and_hasher(64, Default::default()),
+            groups: FxMap::with_capacity_and_hasher(128, Default::default()),
+            tf: FxMap::default(),
+            chains: FxMap::with_capacity_and_hasher(64, Default::default()),
+            finals: Vec::with_capacity(64),
+            scans: FxMap::with_capacity_and_hasher(64, Default::default()),
+            sqli: FxMap::with_capacity_and_hasher(32, Default::default()),
+            xss: FxMap::with_capacity_and_hasher(32, Default::default()),
+        }
+    }
 }
 
 impl Cache {

@@ -16,7 +16,59 @@ use crate::vars::{KeySel, Target, Var};
 pub(crate) struct Matched {
     pub var: Vec<u8>,
     pub var_name: String,
+    /// `vars[..n]` are this rule's matches; slots beyond are kept for reuse.
     pub vars: Vec<(String, Vec<u8>)>,
+    pub n: usize,
+}
+
+impl Matched {
+    fn record(&mut self, name: &str, value: &[u8]) {
+        self.var.clear();
+        self.var.extend_from_slice(value);
+        self.var_name.clear();
+        self.var_name.push_str(name);
+        if let Some((n, v)) = self.vars.get_mut(self.n) {
+            n.clear();
+            n.push_str(name);
+            v.clear();
+            v.extend_from_slice(value);
+        } else {
+            self.vars.push((name.to_string(), value.to_vec()));
+        }
+        self.n += 1;
+    }
+
+    pub fn list(&self) -> &[(String, Vec<u8>)] {
+        self.vars.get(..self.n).unwrap_or_default()
+    }
+}
+
+/// Matches of one chain link, in reusable buffers (no allocation per match
+/// once warm).
+#[derive(Default)]
+pub(crate) struct HitPool {
+    hits: Vec<Hit>,
+    n: usize,
+}
+
+impl HitPool {
+    fn push(&mut self, name: &dyn Fn(&mut String), value: &[u8], caps: Option<&[Vec<u8>]>) {
+        if self.n == self.hits.len() {
+            self.hits.push(Hit::default());
+        }
+        if let Some(h) = self.hits.get_mut(self.n) {
+            h.name.clear();
+            name(&mut h.name);
+            h.value.clear();
+            h.value.extend_from_slice(value);
+            h.has_captures = caps.is_some();
+            h.captures.clear();
+            if let Some(c) = caps {
+                h.captures.extend(c.iter().cloned());
+            }
+        }
+        self.n += 1;
+    }
 }
 
 /// A `ctl:ruleRemoveTarget*` in force for this transaction.
@@ -38,12 +90,19 @@ pub(crate) enum VName<'a> {
 }
 
 impl VName<'_> {
-    pub fn render(&self) -> String {
+    pub fn write(&self, out: &mut String) {
         match self {
-            VName::Plain(n) => (*n).to_string(),
-            VName::Keyed(n, k) => format!("{n}:{}", String::from_utf8_lossy(k)),
-            VName::Count(n) => format!("&{n}"),
-            VName::Owned(s) => s.clone(),
+            VName::Plain(n) => out.push_str(n),
+            VName::Keyed(n, k) => {
+                out.push_str(n);
+                out.push(':');
+                out.push_str(&String::from_utf8_lossy(k));
+            }
+            VName::Count(n) => {
+                out.push('&');
+                out.push_str(n);
+            }
+            VName::Owned(s) => out.push_str(s),
         }
     }
 }
@@ -183,7 +242,7 @@ pub(crate) fn collect<'a>(t: &'a Transaction, target: &Target, rule: Option<&Rul
             }
         }
         Var::MatchedVars | Var::MatchedVarsNames => {
-            for (n, v) in &t.matched.vars {
+            for (n, v) in t.matched.list() {
                 if target.sel.matches(n.as_bytes()) && !target.excluded(n.as_bytes()) {
                     let value: &[u8] = if var == Var::MatchedVars { v } else { n.as_bytes() };
                     out.push(Value { name: VName::Owned(format!("{}:{n}", var.name())), value: Cow::Borrowed(value), stable: false });
@@ -344,10 +403,12 @@ impl Ctx<'_> {
 }
 
 /// What one matched value recorded.
+#[derive(Default)]
 struct Hit {
     name: String,
     value: Vec<u8>,
-    captures: Option<Vec<Vec<u8>>>,
+    has_captures: bool,
+    captures: Vec<Vec<u8>>,
 }
 
 /// Runs the operator of `link` on one (transformed) value, using the
@@ -466,8 +527,8 @@ fn raw_list(t: &Transaction, sig: u32, link: &Rule, head: &Rule) -> Option<std::
 }
 
 /// Evaluates one link of a chain; returns its hits (empty = no match).
-fn eval_link(t: &Transaction, link: &Rule, head: &Rule) -> Vec<Hit> {
-    let mut hits = Vec::new();
+fn eval_link(t: &Transaction, link: &Rule, head: &Rule, hits: &mut HitPool) {
+    hits.n = 0;
     if let Some(g) = group(t, link, head) {
         let ctx = Ctx { t, rule: Some(head) };
         let mut caps = Captures::default();
@@ -476,17 +537,17 @@ fn eval_link(t: &Transaction, link: &Rule, head: &Rule) -> Vec<Hit> {
                 let scan = p.scan.get_or_init(|| t.cache.borrow_mut().scan_rc(&p.val, &t.rs.prefilter));
                 if !scan.satisfies(req) {
                     if link.negated {
-                        hits.push(Hit { name: p.name(), value: p.val.to_vec(), captures: link.capture.then(Vec::new) });
+                        hits.push(&|o: &mut String| p.write_name(o), &p.val, link.capture.then_some(&[][..]));
                     }
                     continue;
                 }
             }
             let v = Val::R(p.val.clone());
             if op_matches(t, link, &ctx, &v, true, &mut caps, false) {
-                hits.push(Hit { name: p.name(), value: p.val.to_vec(), captures: link.capture.then(|| caps.0.clone()) });
+                hits.push(&|o: &mut String| p.write_name(o), &p.val, link.capture.then_some(&caps.0[..]));
             }
         }
-        return hits;
+        return;
     }
     let ctx = Ctx { t, rule: Some(head) };
     let mut values: Vec<Value<'_>> = Vec::with_capacity(8);
@@ -499,8 +560,8 @@ fn eval_link(t: &Transaction, link: &Rule, head: &Rule) -> Vec<Hit> {
     }
     let mut caps = Captures::default();
     for item in &values {
-        let record = |v: &Val<'_>, hits: &mut Vec<Hit>, caps: &Captures| {
-            hits.push(Hit { name: item.name.render(), value: v.bytes().to_vec(), captures: link.capture.then(|| caps.0.clone()) });
+        let record = |v: &Val<'_>, hits: &mut HitPool, caps: &Captures| {
+            hits.push(&|o: &mut String| item.name.write(o), v.bytes(), link.capture.then_some(&caps.0[..]));
         };
         let (base, stable) = match &item.value {
             Cow::Borrowed(b) if item.stable => (Val::B(b), true),
@@ -509,19 +570,19 @@ fn eval_link(t: &Transaction, link: &Rule, head: &Rule) -> Vec<Hit> {
         let mut cur = base;
         if link.multi_match {
             if op_matches(t, link, &ctx, &cur, stable, &mut caps, true) {
-                record(&cur, &mut hits, &caps);
+                record(&cur, hits, &caps);
             }
             for tf in &link.transforms {
                 let (next, changed) = step(t, stable, cur, *tf);
                 cur = next;
                 if changed && op_matches(t, link, &ctx, &cur, stable, &mut caps, true) {
-                    record(&cur, &mut hits, &caps);
+                    record(&cur, hits, &caps);
                 }
             }
         } else if stable {
             if cur.bytes().len() <= 512 && untouched(&byte_set(cur.bytes()), &link.chain_trigger) {
                 if op_matches(t, link, &ctx, &cur, stable, &mut caps, true) {
-                    record(&cur, &mut hits, &caps);
+                    record(&cur, hits, &caps);
                 }
                 continue;
             }
@@ -532,13 +593,13 @@ fn eval_link(t: &Transaction, link: &Rule, head: &Rule) -> Vec<Hit> {
                     // The regex cannot match: the operator is false.
                     if link.negated {
                         caps.0.clear();
-                        record(&v, &mut hits, &caps);
+                        record(&v, hits, &caps);
                     }
                     continue;
                 }
             }
             if op_matches(t, link, &ctx, &v, stable, &mut caps, false) {
-                record(&v, &mut hits, &caps);
+                record(&v, hits, &caps);
             }
         } else {
             if !untouched(&byte_set(cur.bytes()), &link.chain_trigger) {
@@ -547,12 +608,14 @@ fn eval_link(t: &Transaction, link: &Rule, head: &Rule) -> Vec<Hit> {
                 }
             }
             if op_matches(t, link, &ctx, &cur, stable, &mut caps, true) {
-                record(&cur, &mut hits, &caps);
+                record(&cur, hits, &caps);
             }
         }
     }
-    hits
 }
+
+/// `TX:0` .. `TX:9`, the capture slots.
+const CAPTURE_KEYS: [&str; 10] = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9"];
 
 /// Runs a rule (with its chain). Returns the decision if it matched.
 ///
@@ -562,30 +625,36 @@ fn eval_link(t: &Transaction, link: &Rule, head: &Rule) -> Vec<Hit> {
 /// expansion (with the last link's captures, as the CRS tests expect), logging
 /// and the disruptive action wait for the whole chain.
 fn eval_rule(t: &mut Transaction, rule: &Rule, phase: u8) -> Option<Disruptive> {
-    t.matched.vars.clear();
+    t.matched.n = 0;
+    let mut pool = std::mem::take(&mut t.hit_pool);
     let mut link = Some(rule);
     let mut links: Vec<&Rule> = Vec::new();
     while let Some(l) = link {
-        let hits = eval_link(t, l, rule);
-        if hits.is_empty() {
+        eval_link(t, l, rule, &mut pool);
+        if pool.n == 0 {
+            t.hit_pool = pool;
             return None;
         }
-        for h in hits {
-            if let Some(c) = &h.captures {
-                for i in 0..10usize {
-                    match c.get(i) {
-                        Some(v) => {
-                            t.tx.insert(i.to_string(), v.clone());
-                        }
+        for h in pool.hits.iter().take(pool.n) {
+            if h.has_captures {
+                for (i, key) in CAPTURE_KEYS.iter().enumerate() {
+                    match h.captures.get(i) {
+                        Some(v) => match t.tx.get_mut(*key) {
+                            Some(slot) => {
+                                slot.clear();
+                                slot.extend_from_slice(v);
+                            }
+                            None => {
+                                t.tx.insert((*key).to_string(), v.clone());
+                            }
+                        },
                         None => {
-                            t.tx.remove(&i.to_string());
+                            t.tx.remove(*key);
                         }
                     }
                 }
             }
-            t.matched.var = h.value.clone();
-            t.matched.var_name = h.name.clone();
-            t.matched.vars.push((h.name, h.value));
+            t.matched.record(&h.name, &h.value);
             for sv in &l.setvars {
                 apply_setvar(t, rule, sv);
             }
@@ -593,6 +662,7 @@ fn eval_rule(t: &mut Transaction, rule: &Rule, phase: u8) -> Option<Disruptive> 
         links.push(l);
         link = l.chain.as_deref();
     }
+    t.hit_pool = pool;
     for l in &links {
         for c in &l.ctls {
             apply_ctl(t, c);

@@ -77,6 +77,8 @@ pub struct Transaction {
     response_body_full: bool,
     /// Memoized transformations, prefilter scans and libinjection verdicts.
     cache: std::cell::RefCell<cache::Cache>,
+    /// Reused match buffers.
+    hit_pool: eval::HitPool,
 }
 
 impl Transaction {
@@ -88,7 +90,7 @@ impl Transaction {
             rs: rs.clone(),
             unique_id,
             req: Request::default(),
-            tx: HashMap::new(),
+            tx: HashMap::with_capacity(128),
             body_processor: None,
             force_request_body_variable: false,
             removed_ids: Vec::new(),
@@ -103,6 +105,7 @@ impl Transaction {
             request_body_full: false,
             response_body_full: false,
             cache: Default::default(),
+            hit_pool: Default::default(),
         }
     }
 
