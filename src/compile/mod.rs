@@ -504,8 +504,10 @@ impl Compiler {
                 let o = parse_operator(otext);
                 let compiled = Operator::compile(&o.name, &o.param, &|f| embedded::data_file(f).map(str::to_string))
                     .map_err(|m| at(ooff + if m.starts_with("unknown operator") { o.offset } else { o.param_offset }, m))?;
-                if matches!(compiled, Operator::Rx(_)) {
-                    pf = self.pf.requirement(&o.param);
+                match o.name.to_ascii_lowercase().as_str() {
+                    "rx" if matches!(compiled, Operator::Rx(_)) => pf = self.pf.requirement(&o.param),
+                    "pm" => pf = self.pf.words(o.param.split_ascii_whitespace().map(|w| w.as_bytes().to_vec())),
+                    _ => {}
                 }
                 if matches!(o.name.to_ascii_lowercase().as_str(), "rbl" | "geolookup") {
                     self.warnings.push(format!("{origin}:{line}: @{} never matches inside the proxy-wasm VM (no network)", o.name));

@@ -239,6 +239,19 @@ pub fn byte_set(bytes: impl Iterator<Item = u8>) -> [u64; 4] {
 impl Builder {
     pub fn requirement(&mut self, pattern: &str) -> Option<Requirement> {
         let lits = required_literals(pattern)?;
+        self.from_literals(lits)
+    }
+
+    /// For `@pm`: a match is one of its words (case-insensitive).
+    pub fn words(&mut self, words: impl Iterator<Item = Vec<u8>>) -> Option<Requirement> {
+        let lits: Vec<Vec<u8>> = words.filter(|w| !w.is_empty()).map(|w| w.to_ascii_lowercase()).collect();
+        if lits.is_empty() {
+            return None;
+        }
+        self.from_literals(lits)
+    }
+
+    fn from_literals(&mut self, lits: Vec<Vec<u8>>) -> Option<Requirement> {
         let bytes = byte_set(lits.iter().filter(|l| l.len() < MIN_AC_LIT).filter_map(|l| l.first().copied()));
         let mut ids = Vec::new();
         for l in lits.into_iter().filter(|l| l.len() >= MIN_AC_LIT) {
