@@ -765,6 +765,8 @@ mod tests {
         assert_eq!(e.msg, "rule has no id");
         let e = Ruleset::compile("f", "SecRule NOPE \"@rx a\" \"id:1\"").unwrap_err();
         assert_eq!(e.msg, "unknown variable \"NOPE\"");
+        let rs = Ruleset::compile("f", "SecRule REMOTE_ADDR \"@rbl bl.example\" \"id:1,deny\"").unwrap();
+        assert!(rs.warnings.iter().any(|w| w.contains("@rbl never matches")), "{:?}", rs.warnings);
         let e = Ruleset::compile("f", "Include @nope").unwrap_err();
         assert!(e.msg.contains("no such embedded file"));
     }

@@ -115,6 +115,9 @@ impl Operator {
             "detectxss" => Operator::DetectXss,
             "unconditionalmatch" => Operator::UnconditionalMatch,
             "nomatch" => Operator::NoMatch,
+            // No network inside the proxy-wasm VM: these never match (the compiler
+            // logs a warning at load time).
+            "rbl" | "geolookup" => Operator::NoMatch,
             "ipmatch" => Operator::IpMatch(ip_match::IpSet::parse(param)?),
             "validatebyterange" => Operator::ValidateByteRange(validate::ByteRange::parse(param)?),
             "validateurlencoding" => Operator::ValidateUrlEncoding,
@@ -298,6 +301,12 @@ mod tests {
         assert!(ev(&op("eq", "0"), "") && ev(&op("gt", "5"), "12") && ev(&op("le", "-1"), "-3"));
         assert!(ev(&op("ge", "%{tx.x}"), "0"));
         assert_eq!(to_int(b"  42abc"), 42);
+    }
+
+    #[test]
+    fn network_operators_never_match() {
+        assert!(!ev(&op("rbl", "sbl-xbl.spamhaus.org"), "127.0.0.2"));
+        assert!(!ev(&op("geoLookup", ""), "1.2.3.4"));
     }
 
     #[test]
