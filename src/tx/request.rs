@@ -95,6 +95,11 @@ impl Request {
         line.extend_from_slice(protocol.as_bytes());
         self.request_line = line;
 
+        // A `#fragment` stays only in REQUEST_URI_RAW and REQUEST_LINE (ModSecurity 3.0.13+).
+        let raw = match raw.iter().position(|&b| b == b'#') {
+            Some(f) => raw.get(..f).unwrap_or(raw),
+            None => raw,
+        };
         let decoded = percent_decode(raw);
         if let Some(q) = raw.iter().position(|&b| b == b'?') {
             self.query_string = raw.get(q + 1..).unwrap_or_default().to_vec();
@@ -223,8 +228,16 @@ impl Request {
                 self.urlencoded_error |= report.invalid_encoding;
             }
             Some("JSON") => {
-                let limits = json::JsonLimits { max_depth: json_depth, max_args: room };
-                if let Err(e) = json::parse(&self.body, &limits, &mut self.args_post) {
+                // One more than the room: an argument over SecArgumentsLimit aborts the
+                // parse with REQBODY_ERROR, as in ModSecurity.
+                let limits = json::JsonLimits { max_depth: json_depth, max_args: room.saturating_add(1) };
+                let before = self.args_post.len();
+                let result = json::parse(&self.body, &limits, &mut self.args_post);
+                if self.args_post.len() - before > room {
+                    self.args_post.truncate(before + room);
+                    self.reqbody_error = true;
+                    self.reqbody_error_msg = b"JSON parsing error: parse error: client cancelled parse via callback return value".to_vec();
+                } else if let Err(e) = result {
                     if !self.body.is_empty() {
                         self.reqbody_error = true;
                         self.reqbody_error_msg = e.msg.into_bytes();
@@ -300,6 +313,31 @@ mod tests {
         let mut r = Request::default();
         r.set_uri("http://example.com/p?q", "GET", "HTTP/1.1", 100);
         assert_eq!(r.uri, b"/p?q");
+    }
+
+    #[test]
+    fn fragment_is_only_in_the_raw_uri() {
+        let mut r = Request::default();
+        r.set_uri("/get/a.html?I=Like&Apples=Today#tag", "GET", "HTTP/1.1", 100);
+        assert_eq!(r.filename, b"/get/a.html");
+        assert_eq!(r.query_string, b"I=Like&Apples=Today");
+        assert_eq!(r.args_get.last(), Some(&(b"Apples".to_vec(), b"Today".to_vec())));
+        assert_eq!(r.uri_raw, b"/get/a.html?I=Like&Apples=Today#tag");
+        assert!(r.request_line.ends_with(b"#tag HTTP/1.1"));
+    }
+
+    #[test]
+    fn json_over_the_argument_limit_is_a_body_error() {
+        let mut r = Request::default();
+        r.add_request_header(b"Content-Type", b"application/json");
+        r.body = br#"{"a":1,"b":2,"c":3}"#.to_vec();
+        r.parse_body(Some("JSON"), 512, 2);
+        assert!(r.reqbody_error);
+        assert_eq!(r.args_post.len(), 2);
+        let mut r = Request::default();
+        r.body = br#"{"a":1,"b":2}"#.to_vec();
+        r.parse_body(Some("JSON"), 512, 2);
+        assert!(!r.reqbody_error);
     }
 
     #[test]
