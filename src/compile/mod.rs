@@ -435,7 +435,10 @@ impl Compiler {
                         }
                     }
                 }
-                other if IGNORED_DIRECTIVES.contains(&other) => {}
+                other if IGNORED_DIRECTIVES.contains(&other) => {
+                    let line = Error::at(origin, text, d.offset, "").line;
+                    self.warnings.push(format!("{origin}:{line}: {} has no effect inside the proxy-wasm filter (accepted, ignored)", d.name));
+                }
                 _ => return Err(at(d.offset, format!("unknown directive \"{}\"", d.name))),
             }
         }
@@ -765,6 +768,8 @@ mod tests {
         assert_eq!(e.msg, "rule has no id");
         let e = Ruleset::compile("f", "SecRule NOPE \"@rx a\" \"id:1\"").unwrap_err();
         assert_eq!(e.msg, "unknown variable \"NOPE\"");
+        let rs = Ruleset::compile("f", "SecAuditEngine RelevantOnly").unwrap();
+        assert_eq!(rs.warnings, ["f:1: SecAuditEngine has no effect inside the proxy-wasm filter (accepted, ignored)"]);
         let rs = Ruleset::compile("f", "SecRule REMOTE_ADDR \"@rbl bl.example\" \"id:1,deny\"").unwrap();
         assert!(rs.warnings.iter().any(|w| w.contains("@rbl never matches")), "{:?}", rs.warnings);
         let e = Ruleset::compile("f", "Include @nope").unwrap_err();
