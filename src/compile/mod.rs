@@ -148,6 +148,7 @@ pub struct Ruleset {
     skip_targets: Vec<((usize, usize), usize)>,
     /// The automaton of all `@rx` required literals.
     pub prefilter: prefilter::Prefilter,
+    rules: usize,
 }
 
 const _: () = {
@@ -165,7 +166,7 @@ impl Ruleset {
 
     /// Number of rules (chain heads) in all phases.
     pub fn rule_count(&self) -> usize {
-        self.phases.iter().flatten().filter(|e| matches!(e, Entry::Rule(_))).count()
+        self.rules
     }
 
     /// Where a rule at (phase, index) continues after a `skipAfter` match.
@@ -656,7 +657,8 @@ impl Compiler {
                 }
             }
         }
-        Ok(Ruleset { settings: self.settings, phases, warnings: self.warnings, skip_targets, prefilter: pf.build() })
+        let rules = phases.iter().flatten().filter(|e| matches!(e, Entry::Rule(_))).count();
+        Ok(Ruleset { settings: self.settings, phases, warnings: self.warnings, skip_targets, prefilter: pf.build(), rules })
     }
 }
 

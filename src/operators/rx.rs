@@ -22,7 +22,11 @@ fn build(pattern: &str, unicode: bool) -> Result<Regex, regex::Error> {
         .dot_matches_new_line(true)
         .multi_line(true)
         .size_limit(64 << 20)
-        .dfa_size_limit(8 << 20)
+        // The lazy DFA's transition cache, per regex and per thread. The CRS has ~320
+        // regexes: 2 MiB each (the default) let Envoy grow by hundreds of MiB under load.
+        // When the cache fills it is cleared and refilled, so a small one costs little on
+        // the short values a WAF inspects.
+        .dfa_size_limit(256 << 10)
         .build()
 }
 

@@ -172,17 +172,25 @@ pub(crate) struct Cache {
 
 impl Default for Cache {
     fn default() -> Cache {
-        // Sized for a typical CRS request (~30 values, ~60 target lists).
+        Cache::sized(0)
+    }
+}
+
+impl Cache {
+    /// Tables sized for a rule set of `rules` rules: nothing is allocated for
+    /// small rule sets; a CRS-sized one starts at the sizes a request needs.
+    pub fn sized(rules: usize) -> Cache {
+        let n = |c: usize| if rules >= 200 { c } else { 0 };
         Cache {
-            raw: FxMap::with_capacity_and_hasher(64, Default::default()),
-            lists: FxMap::with_capacity_and_hasher(64, Default::default()),
-            groups: FxMap::with_capacity_and_hasher(128, Default::default()),
+            raw: FxMap::with_capacity_and_hasher(n(64), Default::default()),
+            lists: FxMap::with_capacity_and_hasher(n(64), Default::default()),
+            groups: FxMap::with_capacity_and_hasher(n(128), Default::default()),
             tf: FxMap::default(),
-            chains: FxMap::with_capacity_and_hasher(64, Default::default()),
-            finals: Vec::with_capacity(64),
-            scans: FxMap::with_capacity_and_hasher(64, Default::default()),
-            sqli: FxMap::with_capacity_and_hasher(32, Default::default()),
-            xss: FxMap::with_capacity_and_hasher(32, Default::default()),
+            chains: FxMap::with_capacity_and_hasher(n(64), Default::default()),
+            finals: Vec::with_capacity(n(64)),
+            scans: FxMap::with_capacity_and_hasher(n(64), Default::default()),
+            sqli: FxMap::with_capacity_and_hasher(n(32), Default::default()),
+            xss: FxMap::with_capacity_and_hasher(n(32), Default::default()),
         }
     }
 }

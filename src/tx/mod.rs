@@ -90,7 +90,7 @@ impl Transaction {
             rs: rs.clone(),
             unique_id,
             req: Request::default(),
-            tx: HashMap::with_capacity(128),
+            tx: HashMap::with_capacity(if rs.rule_count() >= 200 { 128 } else { 0 }),
             body_processor: None,
             force_request_body_variable: false,
             removed_ids: Vec::new(),
@@ -104,7 +104,7 @@ impl Transaction {
             phases_run: [false; 5],
             request_body_full: false,
             response_body_full: false,
-            cache: Default::default(),
+            cache: std::cell::RefCell::new(cache::Cache::sized(rs.rule_count())),
             hit_pool: Default::default(),
         }
     }
