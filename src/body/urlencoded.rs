@@ -92,32 +92,9 @@ pub fn parse_with(
 /// URL-decode `input` (non-strict, `+` is a space) appending to `out`.
 /// Returns `true` when an invalid `%` escape was seen (kept literally).
 pub fn url_decode_into(input: &[u8], out: &mut Vec<u8>) -> bool {
-    let mut invalid = false;
-    let mut i = 0;
-    while let Some(&c) = input.get(i) {
-        match c {
-            b'%' => match (input.get(i + 1), input.get(i + 2)) {
-                (Some(&h), Some(&l)) if h.is_ascii_hexdigit() && l.is_ascii_hexdigit() => {
-                    out.push((hex_val(h) << 4) | hex_val(l));
-                    i += 3;
-                }
-                _ => {
-                    invalid = true;
-                    out.push(b'%');
-                    i += 1;
-                }
-            },
-            b'+' => {
-                out.push(b' ');
-                i += 1;
-            }
-            _ => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    invalid
+    // The decoding itself is `t:urlDecode` (ModSecurity uses the same routine).
+    out.extend_from_slice(&crate::transforms::Transform::UrlDecode.apply(input));
+    has_invalid_escape(input)
 }
 
 /// Convenience wrapper around [`url_decode_into`].
@@ -140,15 +117,6 @@ fn has_invalid_escape(input: &[u8]) -> bool {
         }
     }
     false
-}
-
-fn hex_val(c: u8) -> u8 {
-    match c {
-        b'0'..=b'9' => c - b'0',
-        b'a'..=b'f' => c - b'a' + 10,
-        b'A'..=b'F' => c - b'A' + 10,
-        _ => 0,
-    }
 }
 
 #[cfg(test)]

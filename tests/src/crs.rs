@@ -27,7 +27,7 @@ use serde::Deserialize;
 use wafer_cli::crs::check::Observed;
 use wafer_cli::crs::ftw::{self, Output, Test};
 
-use crate::envoy::{json_string, Envoy, LiveLog, Options, Setup};
+use crate::envoy::{json_string, wafer_http_filters, Envoy, LiveLog, Options, Setup};
 use crate::upstream::Upstream;
 
 /// go-ftw's marker header (`logmarkerheadername`).
@@ -117,23 +117,7 @@ static_resources:
                 route: {{ cluster: upstream, timeout: 20s, upgrade_configs: [{{ upgrade_type: CONNECT, connect_config: {{}} }}] }}
               - match: {{ prefix: "" }}
                 route: {{ cluster: upstream, timeout: 20s }}
-          http_filters:
-          - name: envoy.filters.http.wasm
-            typed_config:
-              "@type": type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm
-              config:
-                name: wafer
-                root_id: wafer
-                configuration:
-                  "@type": type.googleapis.com/google.protobuf.StringValue
-                  value: {config}
-                vm_config:
-                  vm_id: wafer
-                  runtime: envoy.wasm.runtime.v8
-                  code: {{ local: {{ filename: {wasm} }} }}
-          - name: envoy.filters.http.router
-            typed_config:
-              "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router
+{filters}
   clusters:
   - name: upstream
     connect_timeout: 2s
@@ -151,8 +135,7 @@ static_resources:
         - endpoint:
             address: {{ socket_address: {{ address: {ip}, port_value: {port} }} }}
 "#,
-        config = json_string(plugin_config),
-        wasm = json_string(&wasm.display().to_string()),
+        filters = wafer_http_filters(wasm, plugin_config),
         ip = upstream.ip(),
         port = upstream.port(),
     )

@@ -80,6 +80,33 @@ pub fn tier_config(tier: &str) -> String {
     )
 }
 
+/// The `http_filters` of a connection manager: wafer (from `wasm`, with
+/// `plugin_config` as its configuration), then the router. Indented for the
+/// listener layout of [`bootstrap`].
+pub fn wafer_http_filters(wasm: &Path, plugin_config: &str) -> String {
+    format!(
+        r#"          http_filters:
+          - name: envoy.filters.http.wasm
+            typed_config:
+              "@type": type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm
+              config:
+                name: wafer
+                root_id: wafer
+                configuration:
+                  "@type": type.googleapis.com/google.protobuf.StringValue
+                  value: {config}
+                vm_config:
+                  vm_id: wafer
+                  runtime: envoy.wasm.runtime.v8
+                  code: {{ local: {{ filename: {wasm} }} }}
+          - name: envoy.filters.http.router
+            typed_config:
+              "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"#,
+        config = json_string(plugin_config),
+        wasm = json_string(&wasm.display().to_string()),
+    )
+}
+
 /// A bootstrap with one listener (port chosen by the kernel): wafer, then the router to
 /// `upstream`. `plugin_config` is the JSON handed to wafer as a string.
 pub fn bootstrap(wasm: &Path, plugin_config: &str, upstream: SocketAddr) -> String {
@@ -103,23 +130,7 @@ static_resources:
               routes:
               - match: {{ prefix: "/" }}
                 route: {{ cluster: upstream, timeout: 20s }}
-          http_filters:
-          - name: envoy.filters.http.wasm
-            typed_config:
-              "@type": type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm
-              config:
-                name: wafer
-                root_id: wafer
-                configuration:
-                  "@type": type.googleapis.com/google.protobuf.StringValue
-                  value: {config}
-                vm_config:
-                  vm_id: wafer
-                  runtime: envoy.wasm.runtime.v8
-                  code: {{ local: {{ filename: {wasm} }} }}
-          - name: envoy.filters.http.router
-            typed_config:
-              "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router
+{filters}
   clusters:
   - name: upstream
     connect_timeout: 2s
@@ -131,8 +142,7 @@ static_resources:
         - endpoint:
             address: {{ socket_address: {{ address: {ip}, port_value: {port} }} }}
 "#,
-        config = json_string(plugin_config),
-        wasm = json_string(&wasm.display().to_string()),
+        filters = wafer_http_filters(wasm, plugin_config),
         ip = upstream.ip(),
         port = upstream.port(),
     )
