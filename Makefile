@@ -127,3 +127,11 @@ crs-verify:
 oracle: tools-rust
 	$(CARGO) build --release -p wafer-cli -j $(JOBS)
 	WAFER_BIN=$(abspath target/release/wafer) tests/oracle/run.sh
+
+# Clippy on the engine and the Envoy adapter, native and wasm32-wasip1: their lib.rs deny
+# unwrap / expect / panic! / unchecked indexing outside tests (a panic kills the wasm VM).
+# (No `cargo fmt --check`: the tree is not rustfmt-clean yet.)
+.PHONY: lint
+lint: tools-rust
+	$(CARGO) clippy -p wafer -p wafer-envoy --lib -j $(JOBS)
+	$(CARGO) clippy -p wafer -p wafer-envoy --lib --target $(WASM_TARGET) -j $(JOBS)

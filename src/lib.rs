@@ -1,4 +1,16 @@
 //! wafer: a ModSecurity-compatible WAF engine.
+// Request data must never reach a panic (in the wasm VM a panic kills every request on the
+// worker): no unwrap / expect / panic! / unchecked indexing outside tests.
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::indexing_slicing,
+        clippy::panic
+    )
+)]
+
 pub mod body;
 pub mod compile;
 pub mod config;

@@ -26,6 +26,17 @@
 //!   Envoy answers 413 itself (request) or resets the stream (response), whatever the engine's
 //!   own body limit (`SecRequestBodyLimit`, `SecResponseBodyLimit`) says. Size the listener's
 //!   limit above the engine's body limits plus one read.
+// Request data must never reach a panic (in the wasm VM a panic kills every request on the
+// worker): no unwrap / expect / panic! / unchecked indexing outside tests.
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::indexing_slicing,
+        clippy::panic
+    )
+)]
 
 mod host;
 mod http;

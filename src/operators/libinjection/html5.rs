@@ -5,6 +5,9 @@
 //! Kept C quirks: `h5_is_white` also matches NUL (`strchr` finds the
 //! terminator), and `h5_skip_white` returns a signed `char`, so a 0xFF byte
 //! reads as end of input where the C code compares with `CHAR_EOF`.
+//!
+//! Input bytes are read with `at` (NUL past the end) and `get`; the C code
+//! never reads out of range here, so that only keeps a mistake from panicking.
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TokenType {
@@ -78,6 +81,21 @@ enum State {
 
 const CHAR_EOF: i32 = -1;
 
+/// Byte `i` of the input, NUL past its end.
+fn at(s: &[u8], i: usize) -> u8 {
+    s.get(i).copied().unwrap_or(0)
+}
+
+/// `s[from..]`, or the empty slice if `from` is past the end.
+fn tail(s: &[u8], from: usize) -> &[u8] {
+    s.get(from..).unwrap_or_default()
+}
+
+/// Offset of the first `c` in `s[from..]`.
+fn find(s: &[u8], from: usize, c: u8) -> Option<usize> {
+    tail(s, from).iter().position(|&x| x == c)
+}
+
 /// C `h5_is_white`: `strchr(" \t\n\v\f\r", ch)`, which also matches NUL.
 fn is_white(c: u8) -> bool {
     matches!(c, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r' | 0)
@@ -114,9 +132,10 @@ impl<'a> Html5<'a> {
         }
     }
 
-    /// The current token's bytes.
+    /// The current token's bytes (cut at the end of the input).
     pub fn token(&self) -> &'a [u8] {
-        &self.s[self.token_start..self.token_start + self.token_len]
+        let t = tail(self.s, self.token_start);
+        t.get(..self.token_len).unwrap_or(t)
     }
 
     /// C `libinjection_h5_next`: advance to the next token; false at the end.
@@ -148,8 +167,7 @@ impl<'a> Html5<'a> {
 
     /// C `h5_skip_white`: the next non-white byte as a signed char, or EOF.
     fn skip_white(&mut self) -> i32 {
-        while self.pos < self.len() {
-            let c = self.s[self.pos];
+        while let Some(&c) = self.s.get(self.pos) {
             match c {
                 0x00 | 0x20 | 0x09 | 0x0a | 0x0b | 0x0c | 0x0d => self.pos += 1,
                 _ => return c as i8 as i32,
@@ -160,7 +178,7 @@ impl<'a> Html5<'a> {
 
     fn data(&mut self) -> bool {
         let pos = self.pos;
-        match self.s[pos..].iter().position(|&c| c == b'<') {
+        match find(self.s, pos, b'<') {
             None => {
                 self.state = State::Eof;
                 let len = self.len() - pos;
@@ -180,10 +198,10 @@ impl<'a> Html5<'a> {
     }
 
     fn tag_open(&mut self) -> bool {
-        if self.pos >= self.len() {
+        let Some(&c) = self.s.get(self.pos) else {
             return false;
-        }
-        match self.s[self.pos] {
+        };
+        match c {
             b'!' => {
                 self.pos += 1;
                 self.markup_declaration_open()
@@ -214,10 +232,9 @@ impl<'a> Html5<'a> {
     }
 
     fn end_tag_open(&mut self) -> bool {
-        if self.pos >= self.len() {
+        let Some(&c) = self.s.get(self.pos) else {
             return false;
-        }
-        let c = self.s[self.pos];
+        };
         if c == b'>' {
             return self.data();
         } else if c.is_ascii_alphabetic() {
@@ -242,8 +259,7 @@ impl<'a> Html5<'a> {
     fn tag_name(&mut self) -> bool {
         let start = self.pos;
         let mut pos = start;
-        while pos < self.len() {
-            let c = self.s[pos];
+        while let Some(&c) = self.s.get(pos) {
             if c == 0 {
                 // NULs are allowed (and ignored by some old browsers) in tag names
                 pos += 1;
@@ -282,11 +298,10 @@ impl<'a> Html5<'a> {
                 0x2f => {
                     // '/': self-closing start tag
                     self.pos += 1;
-                    if self.pos >= self.len() {
-                        return false;
-                    }
-                    if self.s[self.pos] == b'>' {
-                        return self.self_close();
+                    match self.s.get(self.pos) {
+                        None => return false,
+                        Some(b'>') => return self.self_close(),
+                        Some(_) => {}
                     }
                 }
                 0x3e => {
@@ -304,8 +319,7 @@ impl<'a> Html5<'a> {
     fn attribute_name(&mut self) -> bool {
         let start = self.pos;
         let mut pos = start + 1;
-        while pos < self.len() {
-            let c = self.s[pos];
+        while let Some(&c) = self.s.get(pos) {
             let (state, next) = if is_white(c) {
                 (State::AfterAttributeName, pos + 1)
             } else if c == b'/' {
@@ -364,7 +378,7 @@ impl<'a> Html5<'a> {
             self.pos += 1;
         }
         let start = self.pos.min(self.len());
-        match self.s[start..].iter().position(|&c| c == q) {
+        match find(self.s, start, q) {
             None => {
                 self.state = State::Eof;
                 self.emit(TokenType::AttrValue, start, self.len() - start)
@@ -380,8 +394,7 @@ impl<'a> Html5<'a> {
     fn attribute_value_no_quote(&mut self) -> bool {
         let start = self.pos;
         let mut pos = start;
-        while pos < self.len() {
-            let c = self.s[pos];
+        while let Some(&c) = self.s.get(pos) {
             if is_white(c) {
                 self.pos = pos + 1;
                 self.state = State::BeforeAttributeName;
@@ -398,10 +411,9 @@ impl<'a> Html5<'a> {
     }
 
     fn after_attribute_value_quoted(&mut self) -> bool {
-        if self.pos >= self.len() {
+        let Some(&c) = self.s.get(self.pos) else {
             return false;
-        }
-        let c = self.s[self.pos];
+        };
         if is_white(c) {
             self.pos += 1;
             self.before_attribute_name()
@@ -419,13 +431,11 @@ impl<'a> Html5<'a> {
     }
 
     fn self_closing_start_tag(&mut self) -> bool {
-        if self.pos >= self.len() {
-            return false;
+        match self.s.get(self.pos) {
+            None => false,
+            Some(b'>') => self.self_close(),
+            Some(_) => self.before_attribute_name(),
         }
-        if self.s[self.pos] == b'>' {
-            return self.self_close();
-        }
-        self.before_attribute_name()
     }
 
     /// The "/>" token; `pos` is at '>' (and > 0, a '/' precedes it).
@@ -438,7 +448,7 @@ impl<'a> Html5<'a> {
 
     fn bogus_comment(&mut self) -> bool {
         let start = self.pos;
-        match self.s[start..].iter().position(|&c| c == b'>') {
+        match find(self.s, start, b'>') {
             None => {
                 self.pos = self.len();
                 self.state = State::Eof;
@@ -457,13 +467,10 @@ impl<'a> Html5<'a> {
         let start = self.pos;
         let mut pos = start;
         loop {
-            let idx = self.s[pos..]
-                .iter()
-                .position(|&c| c == b'%')
-                .map(|i| i + pos);
+            let idx = find(self.s, pos, b'%').map(|i| i + pos);
             match idx {
                 Some(i) if i + 1 < self.len() => {
-                    if self.s[i + 1] != b'>' {
+                    if at(self.s, i + 1) != b'>' {
                         pos = i + 1;
                         continue;
                     }
@@ -481,13 +488,16 @@ impl<'a> Html5<'a> {
     }
 
     fn markup_declaration_open(&mut self) -> bool {
-        let rest = &self.s[self.pos..];
-        if rest.len() >= 7 && rest[..7].eq_ignore_ascii_case(b"DOCTYPE") {
+        let rest = tail(self.s, self.pos);
+        if rest
+            .get(..7)
+            .is_some_and(|p| p.eq_ignore_ascii_case(b"DOCTYPE"))
+        {
             self.doctype()
-        } else if rest.len() >= 7 && &rest[..7] == b"[CDATA[" {
+        } else if rest.starts_with(b"[CDATA[") {
             self.pos += 7;
             self.cdata()
-        } else if rest.len() >= 2 && &rest[..2] == b"--" {
+        } else if rest.starts_with(b"--") {
             self.pos += 2;
             self.comment()
         } else {
@@ -501,10 +511,7 @@ impl<'a> Html5<'a> {
         let end = self.len();
         let mut pos = start;
         loop {
-            let idx = self.s[pos..]
-                .iter()
-                .position(|&c| c == b'-')
-                .map(|i| i + pos);
+            let idx = find(self.s, pos, b'-').map(|i| i + pos);
             let idx = match idx {
                 Some(i) if i + 3 <= end => i,
                 _ => {
@@ -513,14 +520,14 @@ impl<'a> Html5<'a> {
                 }
             };
             let mut offset = 1;
-            while idx + offset < end && self.s[idx + offset] == 0 {
+            while idx + offset < end && at(self.s, idx + offset) == 0 {
                 offset += 1;
             }
             if idx + offset == end {
                 self.state = State::Eof;
                 return self.emit(TokenType::TagComment, start, end - start);
             }
-            let c = self.s[idx + offset];
+            let c = at(self.s, idx + offset);
             if c != b'-' && c != b'!' {
                 pos = idx + 1;
                 continue;
@@ -530,7 +537,7 @@ impl<'a> Html5<'a> {
                 self.state = State::Eof;
                 return self.emit(TokenType::TagComment, start, end - start);
             }
-            if self.s[idx + offset] != b'>' {
+            if at(self.s, idx + offset) != b'>' {
                 pos = idx + 1;
                 continue;
             }
@@ -546,13 +553,10 @@ impl<'a> Html5<'a> {
         let end = self.len();
         let mut pos = start;
         loop {
-            let idx = self.s[pos..]
-                .iter()
-                .position(|&c| c == b']')
-                .map(|i| i + pos);
+            let idx = find(self.s, pos, b']').map(|i| i + pos);
             match idx {
                 Some(i) if i + 3 <= end => {
-                    if self.s[i + 1] == b']' && self.s[i + 2] == b'>' {
+                    if at(self.s, i + 1) == b']' && at(self.s, i + 2) == b'>' {
                         self.state = State::Data;
                         self.pos = i + 3;
                         return self.emit(TokenType::DataText, start, i - start);
@@ -569,7 +573,7 @@ impl<'a> Html5<'a> {
 
     fn doctype(&mut self) -> bool {
         let start = self.pos;
-        match self.s[start..].iter().position(|&c| c == b'>') {
+        match find(self.s, start, b'>') {
             None => {
                 self.state = State::Eof;
                 self.emit(TokenType::Doctype, start, self.len() - start)

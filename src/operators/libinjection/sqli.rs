@@ -8,6 +8,12 @@
 //! All work happens in a fixed-size state on the stack; nothing is allocated
 //! per call (the keyword index is built once).
 //!
+//! Every access to the input, a token value or the token vector is checked
+//! (`at`, `sub`, `tail`, `get`): a read past the end of the input gives NUL,
+//! like the C caller's terminator, and an out-of-range slice gives the empty
+//! slice. The indexes are in range wherever the C code is correct, so these
+//! fallbacks only keep a mistake from panicking the wasm VM.
+//!
 //! The folding code keeps the C `if / else if` chain one branch per rule, even
 //! where two rules share a body.
 #![allow(clippy::if_same_then_else)]
@@ -106,13 +112,19 @@ impl Token {
         self.ty = ty;
         self.pos = pos;
         self.len = last;
-        self.val[..last].copy_from_slice(&value[..last]);
-        self.val[last] = 0;
+        if let Some((d, rest)) = self.val.split_at_mut_checked(last) {
+            if let Some(v) = value.get(..last) {
+                d.copy_from_slice(v); // both are `last` bytes long
+            }
+            if let Some(z) = rest.first_mut() {
+                *z = 0;
+            }
+        }
     }
 
     /// The first `len` bytes of the value (what C passes with an explicit length).
     fn bytes(&self) -> &[u8] {
-        &self.val[..self.len.min(TOKEN_SIZE)]
+        self.val.get(..self.len).unwrap_or(self.val.as_slice())
     }
 
     /// The value as a C string (up to the first NUL), as `%s` / `strchr` see it.
@@ -122,7 +134,25 @@ impl Token {
 }
 
 pub fn c_str(b: &[u8]) -> &[u8] {
-    &b[..b.iter().position(|&c| c == 0).unwrap_or(b.len())]
+    match b.iter().position(|&c| c == 0) {
+        Some(n) => b.get(..n).unwrap_or(b),
+        None => b,
+    }
+}
+
+/// Byte `i` of the input, NUL past its end (the C caller's terminator).
+fn at(s: &[u8], i: usize) -> u8 {
+    s.get(i).copied().unwrap_or(0)
+}
+
+/// `s[from..to]`, or the empty slice if that is out of range.
+fn sub(s: &[u8], from: usize, to: usize) -> &[u8] {
+    s.get(from..to).unwrap_or_default()
+}
+
+/// `s[from..]`, or the empty slice if `from` is past the end.
+fn tail(s: &[u8], from: usize) -> &[u8] {
+    s.get(from..).unwrap_or_default()
 }
 
 fn in_set(set: &[u8], c: u8) -> bool {
@@ -152,9 +182,7 @@ fn memchr2(s: &[u8], from: usize, to: usize, c0: u8, c1: u8) -> Option<usize> {
     if h.len() < 2 {
         return None;
     }
-    h.windows(2)
-        .position(|w| w[0] == c0 && w[1] == c1)
-        .map(|i| i + from)
+    h.windows(2).position(|w| w == [c0, c1]).map(|i| i + from)
 }
 
 /// C `my_memmem` over `s[from..]`.
@@ -212,10 +240,10 @@ pub fn lookup_word(key: &[u8]) -> u8 {
     for (d, &c) in buf.iter_mut().zip(key) {
         *d = upcase(c);
     }
-    let key = &buf[..key.len()];
+    let key = sub(&buf, 0, key.len());
     let table = keyword_table();
     match table.binary_search_by(|(w, _)| (*w).cmp(key)) {
-        Ok(i) => table[i].1,
+        Ok(i) => table.get(i).map_or(0, |&(_, ty)| ty),
         Err(_) => 0,
     }
 }
@@ -231,6 +259,8 @@ pub struct SqliState<'a> {
     pub current: usize,
     pub tokenvec: [Token; MAX_TOKENS + 3],
     pub fingerprint: [u8; 8],
+    /// Stands in for `tokenvec[current]` should `current` ever be out of range.
+    spare: Token,
     stats_comment_ddx: u32,
     stats_comment_hash: u32,
     stats_tokens: u32,
@@ -254,6 +284,7 @@ impl<'a> SqliState<'a> {
             current: 0,
             tokenvec: [Token::EMPTY; MAX_TOKENS + 3],
             fingerprint: [0; 8],
+            spare: Token::EMPTY,
             stats_comment_ddx: 0,
             stats_comment_hash: 0,
             stats_tokens: 0,
@@ -265,12 +296,16 @@ impl<'a> SqliState<'a> {
         *self = SqliState::new(self.s, flags);
     }
 
+    /// `tokenvec[current]`, the token being filled.
     fn cur(&mut self) -> &mut Token {
-        &mut self.tokenvec[self.current]
+        match self.tokenvec.get_mut(self.current) {
+            Some(t) => t,
+            None => &mut self.spare,
+        }
     }
 
     fn at(&self, i: usize) -> u8 {
-        self.s.get(i).copied().unwrap_or(0)
+        at(self.s, i)
     }
 
     /// C `libinjection_sqli_tokenize`: fills `tokenvec[current]`.
@@ -291,9 +326,9 @@ impl<'a> SqliState<'a> {
             self.stats_tokens += 1;
             return true;
         }
-        while self.pos < slen {
-            self.pos = self.dispatch(self.s[self.pos]);
-            if self.tokenvec[self.current].ty != TYPE_NONE {
+        while let Some(&ch) = self.s.get(self.pos) {
+            self.pos = self.dispatch(ch);
+            if self.cur().ty != TYPE_NONE {
                 self.stats_tokens += 1;
                 return true;
             }
@@ -303,7 +338,8 @@ impl<'a> SqliState<'a> {
 
     /// C `char_parse_map[ch](sf)`.
     fn dispatch(&mut self, ch: u8) -> usize {
-        match CHAR_MAP[ch as usize] {
+        let class = CHAR_MAP.get(usize::from(ch)).copied();
+        match class.unwrap_or(CharType::Other) {
             CharType::White => self.pos + 1,
             CharType::Bang | CharType::Op2 => self.parse_operator2(),
             CharType::String => self.parse_string(),
@@ -335,19 +371,19 @@ impl<'a> SqliState<'a> {
     }
 
     fn parse_operator1(&mut self) -> usize {
-        let (pos, c) = (self.pos, self.s[self.pos]);
+        let (pos, c) = (self.pos, self.at(self.pos));
         self.cur().assign_char(TYPE_OPERATOR, pos, c);
         pos + 1
     }
 
     fn parse_other(&mut self) -> usize {
-        let (pos, c) = (self.pos, self.s[self.pos]);
+        let (pos, c) = (self.pos, self.at(self.pos));
         self.cur().assign_char(TYPE_UNKNOWN, pos, c);
         pos + 1
     }
 
     fn parse_char(&mut self) -> usize {
-        let (pos, c) = (self.pos, self.s[self.pos]);
+        let (pos, c) = (self.pos, self.at(self.pos));
         self.cur().assign_char(c, pos, c);
         pos + 1
     }
@@ -356,11 +392,11 @@ impl<'a> SqliState<'a> {
         let (s, pos) = (self.s, self.pos);
         match memchr(s, pos, b'\n') {
             None => {
-                self.cur().assign(TYPE_COMMENT, pos, &s[pos..]);
+                self.cur().assign(TYPE_COMMENT, pos, tail(s, pos));
                 s.len()
             }
             Some(e) => {
-                self.cur().assign(TYPE_COMMENT, pos, &s[pos..e]);
+                self.cur().assign(TYPE_COMMENT, pos, sub(s, pos, e));
                 e + 1
             }
         }
@@ -380,11 +416,11 @@ impl<'a> SqliState<'a> {
 
     fn parse_dash(&mut self) -> usize {
         let (s, pos, slen) = (self.s, self.pos, self.s.len());
-        if pos + 2 < slen && s[pos + 1] == b'-' && char_is_white(s[pos + 2]) {
+        if pos + 2 < slen && at(s, pos + 1) == b'-' && char_is_white(at(s, pos + 2)) {
             self.parse_eol_comment()
-        } else if pos + 2 == slen && s[pos + 1] == b'-' {
+        } else if pos + 2 == slen && at(s, pos + 1) == b'-' {
             self.parse_eol_comment()
-        } else if pos + 1 < slen && s[pos + 1] == b'-' && self.flags & FLAG_SQL_ANSI != 0 {
+        } else if pos + 1 < slen && at(s, pos + 1) == b'-' && self.flags & FLAG_SQL_ANSI != 0 {
             self.stats_comment_ddx += 1;
             self.parse_eol_comment()
         } else {
@@ -395,7 +431,7 @@ impl<'a> SqliState<'a> {
 
     fn parse_slash(&mut self) -> usize {
         let (s, pos, slen) = (self.s, self.pos, self.s.len());
-        if pos + 1 == slen || s[pos + 1] != b'*' {
+        if pos + 1 == slen || at(s, pos + 1) != b'*' {
             return self.parse_operator1();
         }
         let end = memchr2(s, pos + 2, slen, b'*', b'/');
@@ -410,23 +446,23 @@ impl<'a> SqliState<'a> {
             Some(p) => memchr2(s, pos + 2, p + 1, b'/', b'*').is_some(),
             None => false,
         };
-        let mysql = pos + 2 < slen && s[pos + 2] == b'!';
+        let mysql = pos + 2 < slen && at(s, pos + 2) == b'!';
         let ty = if nested || mysql {
             TYPE_EVIL
         } else {
             TYPE_COMMENT
         };
-        self.cur().assign(ty, pos, &s[pos..pos + clen]);
+        self.cur().assign(ty, pos, sub(s, pos, pos + clen));
         pos + clen
     }
 
     fn parse_backslash(&mut self) -> usize {
         let (s, pos) = (self.s, self.pos);
-        if pos + 1 < s.len() && s[pos + 1] == b'N' {
-            self.cur().assign(TYPE_NUMBER, pos, &s[pos..pos + 2]);
+        if pos + 1 < s.len() && at(s, pos + 1) == b'N' {
+            self.cur().assign(TYPE_NUMBER, pos, sub(s, pos, pos + 2));
             pos + 2
         } else {
-            self.cur().assign_char(TYPE_BACKSLASH, pos, s[pos]);
+            self.cur().assign_char(TYPE_BACKSLASH, pos, at(s, pos));
             pos + 1
         }
     }
@@ -436,17 +472,17 @@ impl<'a> SqliState<'a> {
         if pos + 1 >= slen {
             return self.parse_operator1();
         }
-        if pos + 2 < slen && &s[pos..pos + 3] == b"<=>" {
-            self.cur().assign(TYPE_OPERATOR, pos, &s[pos..pos + 3]);
+        if pos + 2 < slen && sub(s, pos, pos + 3) == b"<=>" {
+            self.cur().assign(TYPE_OPERATOR, pos, sub(s, pos, pos + 3));
             return pos + 3;
         }
-        let ch = lookup_word(&s[pos..pos + 2]);
+        let ch = lookup_word(sub(s, pos, pos + 2));
         if ch != 0 {
-            self.cur().assign(ch, pos, &s[pos..pos + 2]);
+            self.cur().assign(ch, pos, sub(s, pos, pos + 2));
             return pos + 2;
         }
-        if s[pos] == b':' {
-            self.cur().assign(TYPE_COLON, pos, &s[pos..pos + 1]);
+        if at(s, pos) == b':' {
+            self.cur().assign(TYPE_COLON, pos, sub(s, pos, pos + 1));
             pos + 1
         } else {
             self.parse_operator1()
@@ -455,12 +491,12 @@ impl<'a> SqliState<'a> {
 
     fn parse_string(&mut self) -> usize {
         let (s, pos) = (self.s, self.pos);
-        parse_string_core(s, pos, self.cur(), s[pos], 1)
+        parse_string_core(s, pos, self.cur(), at(s, pos), 1)
     }
 
     fn parse_estring(&mut self) -> usize {
         let (s, pos) = (self.s, self.pos);
-        if pos + 2 >= s.len() || s[pos + 1] != CHAR_SINGLE {
+        if pos + 2 >= s.len() || at(s, pos + 1) != CHAR_SINGLE {
             return self.parse_word();
         }
         parse_string_core(s, pos, self.cur(), CHAR_SINGLE, 2)
@@ -468,7 +504,7 @@ impl<'a> SqliState<'a> {
 
     fn parse_ustring(&mut self) -> usize {
         let (s, pos) = (self.s, self.pos);
-        if pos + 2 < s.len() && s[pos + 1] == b'&' && s[pos + 2] == b'\'' {
+        if pos + 2 < s.len() && at(s, pos + 1) == b'&' && at(s, pos + 2) == b'\'' {
             self.pos += 2;
             let p = self.parse_string();
             let t = self.cur();
@@ -486,13 +522,13 @@ impl<'a> SqliState<'a> {
         let (s, slen) = (self.s, self.s.len());
         let pos = self.pos + offset;
         if pos >= slen
-            || (s[pos] != b'q' && s[pos] != b'Q')
+            || (at(s, pos) != b'q' && at(s, pos) != b'Q')
             || pos + 2 >= slen
-            || s[pos + 1] != b'\''
+            || at(s, pos + 1) != b'\''
         {
             return self.parse_word();
         }
-        let mut ch = s[pos + 2];
+        let mut ch = at(s, pos + 2);
         // `char` is signed in C: bytes >= 0x80 are "< 33" too.
         if (ch as i8) < 33 {
             return self.parse_word();
@@ -507,14 +543,14 @@ impl<'a> SqliState<'a> {
         match memchr2(s, pos + 3, slen, ch, b'\'') {
             None => {
                 let t = self.cur();
-                t.assign(TYPE_STRING, pos + 3, &s[pos + 3..]);
+                t.assign(TYPE_STRING, pos + 3, tail(s, pos + 3));
                 t.str_open = b'q';
                 t.str_close = 0;
                 slen
             }
             Some(e) => {
                 let t = self.cur();
-                t.assign(TYPE_STRING, pos + 3, &s[pos + 3..e]);
+                t.assign(TYPE_STRING, pos + 3, sub(s, pos + 3, e));
                 t.str_open = b'q';
                 t.str_close = b'q';
                 e + 2
@@ -524,7 +560,7 @@ impl<'a> SqliState<'a> {
 
     fn parse_nqstring(&mut self) -> usize {
         let (s, pos) = (self.s, self.pos);
-        if pos + 2 < s.len() && s[pos + 1] == CHAR_SINGLE {
+        if pos + 2 < s.len() && at(s, pos + 1) == CHAR_SINGLE {
             return self.parse_estring();
         }
         self.parse_qstring_core(1)
@@ -533,14 +569,15 @@ impl<'a> SqliState<'a> {
     /// C `parse_bstring` (`b'0101'`) and `parse_xstring` (`x'ABCD'`).
     fn parse_xbstring(&mut self, digits: &[u8]) -> usize {
         let (s, pos, slen) = (self.s, self.pos, self.s.len());
-        if pos + 2 >= slen || s[pos + 1] != b'\'' {
+        if pos + 2 >= slen || at(s, pos + 1) != b'\'' {
             return self.parse_word();
         }
-        let wlen = span(&s[pos + 2..], digits);
-        if pos + 2 + wlen >= slen || s[pos + 2 + wlen] != b'\'' {
+        let wlen = span(tail(s, pos + 2), digits);
+        if pos + 2 + wlen >= slen || at(s, pos + 2 + wlen) != b'\'' {
             return self.parse_word();
         }
-        self.cur().assign(TYPE_NUMBER, pos, &s[pos..pos + wlen + 3]);
+        self.cur()
+            .assign(TYPE_NUMBER, pos, sub(s, pos, pos + wlen + 3));
         pos + 2 + wlen + 1
     }
 
@@ -548,11 +585,11 @@ impl<'a> SqliState<'a> {
         let (s, pos) = (self.s, self.pos);
         match memchr(s, pos, b']') {
             None => {
-                self.cur().assign(TYPE_BAREWORD, pos, &s[pos..]);
+                self.cur().assign(TYPE_BAREWORD, pos, tail(s, pos));
                 s.len()
             }
             Some(e) => {
-                self.cur().assign(TYPE_BAREWORD, pos, &s[pos..=e]);
+                self.cur().assign(TYPE_BAREWORD, pos, sub(s, pos, e + 1));
                 e + 1
             }
         }
@@ -560,24 +597,25 @@ impl<'a> SqliState<'a> {
 
     fn parse_word(&mut self) -> usize {
         let (s, pos) = (self.s, self.pos);
-        let wlen = cspan(&s[pos..], WORD_DELIMS);
-        self.cur().assign(TYPE_BAREWORD, pos, &s[pos..pos + wlen]);
+        let wlen = cspan(tail(s, pos), WORD_DELIMS);
+        self.cur()
+            .assign(TYPE_BAREWORD, pos, sub(s, pos, pos + wlen));
 
         // "SELECT.1" or "SELECT`col`": a keyword before '.' or '`' stands alone.
-        let t = self.tokenvec[self.current];
-        for i in 0..t.len {
-            if t.val[i] == b'.' || t.val[i] == b'`' {
-                let ch = lookup_word(&t.val[..i]);
+        let t = *self.cur();
+        for (i, &c) in t.bytes().iter().enumerate() {
+            if c == b'.' || c == b'`' {
+                let ch = lookup_word(sub(&t.val, 0, i));
                 if ch != TYPE_NONE && ch != TYPE_BAREWORD {
                     let cur = self.cur();
                     *cur = Token::EMPTY;
-                    cur.assign(ch, pos, &s[pos..pos + i]);
+                    cur.assign(ch, pos, sub(s, pos, pos + i));
                     return pos + i;
                 }
             }
         }
         if wlen < TOKEN_SIZE {
-            let ch = lookup_word(&t.val[..wlen]);
+            let ch = lookup_word(sub(&t.val, 0, wlen));
             self.cur().ty = if ch == 0 { TYPE_BAREWORD } else { ch };
         }
         pos + wlen
@@ -586,7 +624,7 @@ impl<'a> SqliState<'a> {
     fn parse_tick(&mut self) -> usize {
         let (s, pos) = (self.s, self.pos);
         let p = parse_string_core(s, pos, self.cur(), CHAR_TICK, 1);
-        let ch = lookup_word(self.tokenvec[self.current].bytes());
+        let ch = lookup_word(self.cur().bytes());
         self.cur().ty = if ch == TYPE_FUNCTION {
             TYPE_FUNCTION
         } else {
@@ -598,27 +636,28 @@ impl<'a> SqliState<'a> {
     fn parse_var(&mut self) -> usize {
         let (s, slen) = (self.s, self.s.len());
         let mut pos = self.pos + 1;
-        if pos < slen && s[pos] == b'@' {
+        if pos < slen && at(s, pos) == b'@' {
             pos += 1;
             self.cur().count = 2;
         } else {
             self.cur().count = 1;
         }
         if pos < slen {
-            if s[pos] == b'`' {
+            if at(s, pos) == b'`' {
                 self.pos = pos;
                 let p = self.parse_tick();
                 self.cur().ty = TYPE_VARIABLE;
                 return p;
-            } else if s[pos] == CHAR_SINGLE || s[pos] == CHAR_DOUBLE {
+            } else if at(s, pos) == CHAR_SINGLE || at(s, pos) == CHAR_DOUBLE {
                 self.pos = pos;
                 let p = self.parse_string();
                 self.cur().ty = TYPE_VARIABLE;
                 return p;
             }
         }
-        let xlen = cspan(&s[pos..], VAR_DELIMS);
-        self.cur().assign(TYPE_VARIABLE, pos, &s[pos..pos + xlen]);
+        let xlen = cspan(tail(s, pos), VAR_DELIMS);
+        self.cur()
+            .assign(TYPE_VARIABLE, pos, sub(s, pos, pos + xlen));
         pos + xlen
     }
 
@@ -629,21 +668,21 @@ impl<'a> SqliState<'a> {
             return slen;
         }
         // $1,000.00 or $1.000,00
-        let xlen = span(&s[pos + 1..], MONEY_CHARS);
+        let xlen = span(tail(s, pos + 1), MONEY_CHARS);
         if xlen == 0 {
-            if s[pos + 1] == b'$' {
+            if at(s, pos + 1) == b'$' {
                 // $$ ... $$ (PostgreSQL)
                 return match memchr2(s, pos + 2, slen, b'$', b'$') {
                     None => {
                         let t = self.cur();
-                        t.assign(TYPE_STRING, pos + 2, &s[pos + 2..]);
+                        t.assign(TYPE_STRING, pos + 2, tail(s, pos + 2));
                         t.str_open = b'$';
                         t.str_close = 0;
                         slen
                     }
                     Some(e) => {
                         let t = self.cur();
-                        t.assign(TYPE_STRING, pos + 2, &s[pos + 2..e]);
+                        t.assign(TYPE_STRING, pos + 2, sub(s, pos + 2, e));
                         t.str_open = b'$';
                         t.str_close = b'$';
                         e + 2
@@ -651,33 +690,34 @@ impl<'a> SqliState<'a> {
                 };
             }
             // $tag$ ... $tag$ (PostgreSQL)
-            let xlen = span(&s[pos + 1..], TAG_CHARS);
-            if xlen == 0 || pos + xlen + 1 == slen || s[pos + xlen + 1] != b'$' {
+            let xlen = span(tail(s, pos + 1), TAG_CHARS);
+            if xlen == 0 || pos + xlen + 1 == slen || at(s, pos + xlen + 1) != b'$' {
                 self.cur().assign_char(TYPE_BAREWORD, pos, b'$');
                 return pos + 1;
             }
             let body = pos + xlen + 2;
-            match memmem(s, body, &s[pos..body]) {
+            match memmem(s, body, sub(s, pos, body)) {
                 None => {
                     let t = self.cur();
-                    t.assign(TYPE_STRING, body, &s[body..]);
+                    t.assign(TYPE_STRING, body, tail(s, body));
                     t.str_open = b'$';
                     t.str_close = 0;
                     slen
                 }
                 Some(e) => {
                     let t = self.cur();
-                    t.assign(TYPE_STRING, body, &s[body..e]);
+                    t.assign(TYPE_STRING, body, sub(s, body, e));
                     t.str_open = b'$';
                     t.str_close = b'$';
                     e + xlen + 2
                 }
             }
-        } else if xlen == 1 && s[pos + 1] == b'.' {
+        } else if xlen == 1 && at(s, pos + 1) == b'.' {
             // "$." is a word
             self.parse_word()
         } else {
-            self.cur().assign(TYPE_NUMBER, pos, &s[pos..pos + 1 + xlen]);
+            self.cur()
+                .assign(TYPE_NUMBER, pos, sub(s, pos, pos + 1 + xlen));
             pos + 1 + xlen
         }
     }
@@ -685,29 +725,30 @@ impl<'a> SqliState<'a> {
     fn parse_number(&mut self) -> usize {
         let (s, slen) = (self.s, self.s.len());
         let mut pos = self.pos;
-        if s[pos] == b'0' && pos + 1 < slen {
-            let digits = match s[pos + 1] {
+        if at(s, pos) == b'0' && pos + 1 < slen {
+            let digits = match at(s, pos + 1) {
                 b'X' | b'x' => Some(HEX_DIGITS),
                 b'B' | b'b' => Some(BIN_DIGITS),
                 _ => None,
             };
             if let Some(digits) = digits {
-                let xlen = span(&s[pos + 2..], digits);
+                let xlen = span(tail(s, pos + 2), digits);
                 if xlen == 0 {
-                    self.cur().assign(TYPE_BAREWORD, pos, &s[pos..pos + 2]);
+                    self.cur().assign(TYPE_BAREWORD, pos, sub(s, pos, pos + 2));
                     return pos + 2;
                 }
-                self.cur().assign(TYPE_NUMBER, pos, &s[pos..pos + 2 + xlen]);
+                self.cur()
+                    .assign(TYPE_NUMBER, pos, sub(s, pos, pos + 2 + xlen));
                 return pos + 2 + xlen;
             }
         }
         let start = pos;
-        while pos < slen && s[pos].is_ascii_digit() {
+        while pos < slen && at(s, pos).is_ascii_digit() {
             pos += 1;
         }
-        if pos < slen && s[pos] == b'.' {
+        if pos < slen && at(s, pos) == b'.' {
             pos += 1;
-            while pos < slen && s[pos].is_ascii_digit() {
+            while pos < slen && at(s, pos).is_ascii_digit() {
                 pos += 1;
             }
             if pos - start == 1 {
@@ -716,23 +757,23 @@ impl<'a> SqliState<'a> {
             }
         }
         let (mut have_e, mut have_exp) = (false, false);
-        if pos < slen && (s[pos] == b'E' || s[pos] == b'e') {
+        if pos < slen && (at(s, pos) == b'E' || at(s, pos) == b'e') {
             have_e = true;
             pos += 1;
-            if pos < slen && (s[pos] == b'+' || s[pos] == b'-') {
+            if pos < slen && (at(s, pos) == b'+' || at(s, pos) == b'-') {
                 pos += 1;
             }
-            while pos < slen && s[pos].is_ascii_digit() {
+            while pos < slen && at(s, pos).is_ascii_digit() {
                 have_exp = true;
                 pos += 1;
             }
         }
         // Oracle float/double suffix: "1.2f", "1d;", "1fUNION"
         if pos < slen
-            && matches!(s[pos], b'd' | b'D' | b'f' | b'F')
+            && matches!(at(s, pos), b'd' | b'D' | b'f' | b'F')
             && (pos + 1 == slen
-                || char_is_white(s[pos + 1])
-                || matches!(s[pos + 1], b';' | b'u' | b'U'))
+                || char_is_white(at(s, pos + 1))
+                || matches!(at(s, pos + 1), b';' | b'u' | b'U'))
         {
             pos += 1;
         }
@@ -742,7 +783,7 @@ impl<'a> SqliState<'a> {
         } else {
             TYPE_NUMBER
         };
-        self.cur().assign(ty, start, &s[start..pos]);
+        self.cur().assign(ty, start, sub(s, start, pos));
         pos
     }
 
@@ -759,7 +800,7 @@ impl<'a> SqliState<'a> {
         self.current = 0;
         while more {
             more = self.tokenize();
-            let t = &self.tokenvec[self.current];
+            let t = self.cur();
             if !(t.ty == TYPE_COMMENT
                 || t.ty == TYPE_LEFTPARENS
                 || t.ty == TYPE_SQLTYPE
@@ -776,7 +817,7 @@ impl<'a> SqliState<'a> {
         loop {
             let tv = &mut self.tokenvec;
             if pos >= MAX_TOKENS {
-                let ty = |i: usize| tv[i].ty;
+                let ty = |i: usize| tv.get(i).map_or(TYPE_NONE, |t| t.ty);
                 let special = (ty(0) == TYPE_NUMBER
                     && (ty(1) == TYPE_OPERATOR || ty(1) == TYPE_COMMA)
                     && ty(2) == TYPE_LEFTPARENS
@@ -818,11 +859,12 @@ impl<'a> SqliState<'a> {
                 self.current = pos;
                 more = self.tokenize();
                 if more {
-                    if self.tokenvec[pos].ty == TYPE_COMMENT {
-                        last_comment = self.tokenvec[pos];
-                    } else {
-                        last_comment.ty = TYPE_NONE;
-                        pos += 1;
+                    match self.tokenvec.get(pos) {
+                        Some(&t) if t.ty == TYPE_COMMENT => last_comment = t,
+                        _ => {
+                            last_comment.ty = TYPE_NONE;
+                            pos += 1;
+                        }
                     }
                 }
             }
@@ -831,8 +873,11 @@ impl<'a> SqliState<'a> {
                 continue;
             }
 
-            let tv = &mut self.tokenvec;
-            let (a, b) = (tv[left].ty, tv[left + 1].ty);
+            // pos <= MAX_TOKENS + 1 < tokenvec.len() (both when C is right)
+            let Some([t0, t1, ..]) = self.tokenvec.get_mut(left..) else {
+                break;
+            };
+            let (a, b) = (t0.ty, t1.ty);
             if a == TYPE_STRING && b == TYPE_STRING {
                 pos -= 1;
                 continue;
@@ -840,26 +885,26 @@ impl<'a> SqliState<'a> {
                 pos -= 1;
                 continue;
             } else if (a == TYPE_OPERATOR || a == TYPE_LOGIC_OPERATOR)
-                && (is_unary_op(&tv[left + 1]) || b == TYPE_SQLTYPE)
+                && (is_unary_op(t1) || b == TYPE_SQLTYPE)
             {
                 pos -= 1;
                 left = 0;
                 continue;
-            } else if a == TYPE_LEFTPARENS && is_unary_op(&tv[left + 1]) {
+            } else if a == TYPE_LEFTPARENS && is_unary_op(t1) {
                 pos -= 1;
                 left = left.saturating_sub(1);
                 continue;
-            } else if syntax_merge_words(tv, left) {
+            } else if syntax_merge_words(t0, t1) {
                 pos -= 1;
                 left = left.saturating_sub(1);
                 continue;
             } else if a == TYPE_SEMICOLON
                 && b == TYPE_FUNCTION
-                && matches!(tv[left + 1].val[0], b'I' | b'i')
-                && matches!(tv[left + 1].val[1], b'F' | b'f')
+                && matches!(t1.val[0], b'I' | b'i')
+                && matches!(t1.val[1], b'F' | b'f')
             {
                 // T-SQL "; IF 1=1 ..."
-                tv[left + 1].ty = TYPE_TSQL;
+                t1.ty = TYPE_TSQL;
                 continue;
             } else if (a == TYPE_BAREWORD || a == TYPE_VARIABLE)
                 && b == TYPE_LEFTPARENS
@@ -877,26 +922,24 @@ impl<'a> SqliState<'a> {
                     b"LOCALTIMESTAMP",
                 ]
                 .iter()
-                .any(|w| cstrcase_eq(w, tv[left].bytes()))
+                .any(|w| cstrcase_eq(w, t0.bytes()))
             {
-                tv[left].ty = TYPE_FUNCTION;
+                t0.ty = TYPE_FUNCTION;
                 continue;
             } else if a == TYPE_KEYWORD
-                && (cstrcase_eq(b"IN", tv[left].bytes())
-                    || cstrcase_eq(b"NOT IN", tv[left].bytes()))
+                && (cstrcase_eq(b"IN", t0.bytes()) || cstrcase_eq(b"NOT IN", t0.bytes()))
             {
-                tv[left].ty = if b == TYPE_LEFTPARENS {
+                t0.ty = if b == TYPE_LEFTPARENS {
                     TYPE_OPERATOR
                 } else {
                     TYPE_BAREWORD
                 };
                 continue;
             } else if a == TYPE_OPERATOR
-                && (cstrcase_eq(b"LIKE", tv[left].bytes())
-                    || cstrcase_eq(b"NOT LIKE", tv[left].bytes()))
+                && (cstrcase_eq(b"LIKE", t0.bytes()) || cstrcase_eq(b"NOT LIKE", t0.bytes()))
             {
                 if b == TYPE_LEFTPARENS {
-                    tv[left].ty = TYPE_FUNCTION;
+                    t0.ty = TYPE_FUNCTION;
                 }
             } else if a == TYPE_SQLTYPE
                 && matches!(
@@ -910,20 +953,20 @@ impl<'a> SqliState<'a> {
                         | TYPE_STRING
                 )
             {
-                tv[left] = tv[left + 1];
+                *t0 = *t1;
                 pos -= 1;
                 left = 0;
                 continue;
             } else if a == TYPE_COLLATE && b == TYPE_BAREWORD {
-                if tv[left + 1].c_str().contains(&b'_') {
-                    tv[left + 1].ty = TYPE_SQLTYPE;
+                if t1.c_str().contains(&b'_') {
+                    t1.ty = TYPE_SQLTYPE;
                     left = 0;
                 }
             } else if a == TYPE_BACKSLASH {
-                if is_arithmetic_op(&tv[left + 1]) {
-                    tv[left].ty = TYPE_NUMBER;
+                if is_arithmetic_op(t1) {
+                    t0.ty = TYPE_NUMBER;
                 } else {
-                    tv[left] = tv[left + 1];
+                    *t0 = *t1;
                     pos -= 1;
                 }
                 left = 0;
@@ -936,8 +979,8 @@ impl<'a> SqliState<'a> {
                 continue;
             } else if a == TYPE_LEFTBRACE && b == TYPE_BAREWORD {
                 // MySQL "{ ``.``.id }": blacklisted when the word is empty.
-                if tv[left + 1].len == 0 {
-                    tv[left + 1].ty = TYPE_EVIL;
+                if t1.len == 0 {
+                    t1.ty = TYPE_EVIL;
                     return left + 2;
                 }
                 // ODBC "{foo expr}" --> expr
@@ -955,11 +998,12 @@ impl<'a> SqliState<'a> {
                 self.current = pos;
                 more = self.tokenize();
                 if more {
-                    if self.tokenvec[pos].ty == TYPE_COMMENT {
-                        last_comment = self.tokenvec[pos];
-                    } else {
-                        last_comment.ty = TYPE_NONE;
-                        pos += 1;
+                    match self.tokenvec.get(pos) {
+                        Some(&t) if t.ty == TYPE_COMMENT => last_comment = t,
+                        _ => {
+                            last_comment.ty = TYPE_NONE;
+                            pos += 1;
+                        }
                     }
                 }
             }
@@ -968,8 +1012,10 @@ impl<'a> SqliState<'a> {
                 continue;
             }
 
-            let tv = &mut self.tokenvec;
-            let (a, b, c) = (tv[left].ty, tv[left + 1].ty, tv[left + 2].ty);
+            let Some([t0, t1, t2, ..]) = self.tokenvec.get_mut(left..) else {
+                break;
+            };
+            let (a, b, c) = (t0.ty, t1.ty, t2.ty);
             if a == TYPE_NUMBER && b == TYPE_OPERATOR && c == TYPE_NUMBER {
                 pos -= 2;
                 left = 0;
@@ -998,7 +1044,7 @@ impl<'a> SqliState<'a> {
                 continue;
             } else if matches!(a, TYPE_BAREWORD | TYPE_NUMBER | TYPE_VARIABLE | TYPE_STRING)
                 && b == TYPE_OPERATOR
-                && tv[left + 1].c_str() == b"::"
+                && t1.c_str() == b"::"
                 && c == TYPE_SQLTYPE
             {
                 pos -= 2;
@@ -1012,38 +1058,38 @@ impl<'a> SqliState<'a> {
                 left = 0;
                 continue;
             } else if matches!(a, TYPE_EXPRESSION | TYPE_GROUP | TYPE_COMMA)
-                && is_unary_op(&tv[left + 1])
+                && is_unary_op(t1)
                 && c == TYPE_LEFTPARENS
             {
                 // "SELECT + (", "LIMIT + (": drop the unary operator
-                tv[left + 1] = tv[left + 2];
+                *t1 = *t2;
                 pos -= 1;
                 left = 0;
                 continue;
             } else if matches!(a, TYPE_KEYWORD | TYPE_EXPRESSION | TYPE_GROUP)
-                && is_unary_op(&tv[left + 1])
+                && is_unary_op(t1)
                 && matches!(
                     c,
                     TYPE_NUMBER | TYPE_BAREWORD | TYPE_VARIABLE | TYPE_STRING | TYPE_FUNCTION
                 )
             {
                 // "select - 1"
-                tv[left + 1] = tv[left + 2];
+                *t1 = *t2;
                 pos -= 1;
                 left = 0;
                 continue;
             } else if a == TYPE_COMMA
-                && is_unary_op(&tv[left + 1])
+                && is_unary_op(t1)
                 && matches!(c, TYPE_NUMBER | TYPE_BAREWORD | TYPE_VARIABLE | TYPE_STRING)
             {
                 // ", -1" --> ",1" and back up to fold "1,-1" --> "1"
-                tv[left + 1] = tv[left + 2];
+                *t1 = *t2;
                 left = 0;
                 pos -= 3; // pos >= 3 here
                 continue;
-            } else if a == TYPE_COMMA && is_unary_op(&tv[left + 1]) && c == TYPE_FUNCTION {
+            } else if a == TYPE_COMMA && is_unary_op(t1) && c == TYPE_FUNCTION {
                 // "1,-sin(1)" --> "1,sin(1)"
-                tv[left + 1] = tv[left + 2];
+                *t1 = *t2;
                 pos -= 1;
                 left = 0;
                 continue;
@@ -1054,14 +1100,14 @@ impl<'a> SqliState<'a> {
                 continue;
             } else if a == TYPE_EXPRESSION && b == TYPE_DOT && c == TYPE_BAREWORD {
                 // "select . `foo`" --> "select `foo`"
-                tv[left + 1] = tv[left + 2];
+                *t1 = *t2;
                 pos -= 1;
                 left = 0;
                 continue;
             } else if a == TYPE_FUNCTION && b == TYPE_LEFTPARENS && c != TYPE_RIGHTPARENS {
                 // USER() takes no arguments: "User(foo)" is not the function.
-                if cstrcase_eq(b"USER", tv[left].bytes()) {
-                    tv[left].ty = TYPE_BAREWORD;
+                if cstrcase_eq(b"USER", t0.bytes()) {
+                    t0.ty = TYPE_BAREWORD;
                 }
             }
 
@@ -1070,7 +1116,9 @@ impl<'a> SqliState<'a> {
 
         // with 4 or fewer tokens, a trailing comment is added back
         if left < MAX_TOKENS && last_comment.ty == TYPE_COMMENT {
-            self.tokenvec[left] = last_comment;
+            if let Some(t) = self.tokenvec.get_mut(left) {
+                *t = last_comment;
+            }
             left += 1;
         }
         left.min(MAX_TOKENS)
@@ -1085,15 +1133,22 @@ impl<'a> SqliState<'a> {
         let tv = &mut self.tokenvec;
         // PHP magic: an empty unterminated backquote at the end is a comment
         if tlen > 2 {
-            let t = &mut tv[tlen - 1];
-            if t.ty == TYPE_BAREWORD && t.str_open == CHAR_TICK && t.len == 0 && t.str_close == 0 {
-                t.ty = TYPE_COMMENT;
+            if let Some(t) = tv.get_mut(tlen - 1) {
+                if t.ty == TYPE_BAREWORD
+                    && t.str_open == CHAR_TICK
+                    && t.len == 0
+                    && t.str_close == 0
+                {
+                    t.ty = TYPE_COMMENT;
+                }
             }
         }
-        for (f, t) in self.fingerprint.iter_mut().zip(&tv[..tlen]) {
+        for (f, t) in self.fingerprint.iter_mut().zip(tv.iter().take(tlen)) {
             *f = t.ty;
         }
-        self.fingerprint[tlen] = 0;
+        if let Some(f) = self.fingerprint.get_mut(tlen) {
+            *f = 0;
+        }
         if c_str(&self.fingerprint).contains(&TYPE_EVIL) {
             self.fingerprint = [0; 8];
             self.fingerprint[0] = TYPE_EVIL;
@@ -1113,10 +1168,10 @@ impl<'a> SqliState<'a> {
         }
         let mut fp2 = [0u8; 8];
         fp2[0] = b'0';
-        for (d, &c) in fp2[1..].iter_mut().zip(fp) {
+        for (d, &c) in fp2.iter_mut().skip(1).zip(fp) {
             *d = upcase(c);
         }
-        lookup_word(&fp2[..fp.len() + 1]) == TYPE_FINGERPRINT
+        lookup_word(sub(&fp2, 0, fp.len() + 1)) == TYPE_FINGERPRINT
     }
 
     /// C `libinjection_sqli_not_whitelist`: true if SQLi, false if benign.
@@ -1124,12 +1179,15 @@ impl<'a> SqliState<'a> {
         let fp = c_str(&self.fingerprint);
         let tlen = fp.len();
         let tv = &self.tokenvec;
-        if tlen > 1 && fp[tlen - 1] == TYPE_COMMENT && memmem(self.s, 0, b"sp_password").is_some() {
+        if tlen > 1
+            && fp.last() == Some(&TYPE_COMMENT)
+            && memmem(self.s, 0, b"sp_password").is_some()
+        {
             return true;
         }
-        match tlen {
-            2 => {
-                if fp[1] == TYPE_UNION {
+        match *fp {
+            [_, fp1] => {
+                if fp1 == TYPE_UNION {
                     return self.stats_tokens != 2;
                 }
                 if tv[1].val[0] == b'#' {
@@ -1164,7 +1222,7 @@ impl<'a> SqliState<'a> {
                     return false;
                 }
             }
-            3 => {
+            [_, _, _] => {
                 if fp == b"sos" || fp == b"s&s" {
                     // "...foo' + 'bar..." with no opening and no closing quote
                     return tv[0].str_open == 0
@@ -1250,9 +1308,11 @@ fn parse_string_core(s: &[u8], pos: usize, st: &mut Token, delim: u8, offset: us
                 return s.len();
             }
             Some(q) if is_backslash_escaped(s, q, start) => qpos = memchr(s, q + 1, delim),
-            Some(q) if q + 1 < s.len() && s[q + 1] == s[q] => qpos = memchr(s, q + 2, delim),
+            Some(q) if q + 1 < s.len() && at(s, q + 1) == at(s, q) => {
+                qpos = memchr(s, q + 2, delim)
+            }
             Some(q) => {
-                st.assign(TYPE_STRING, start, &s[start..q]);
+                st.assign(TYPE_STRING, start, sub(s, start, q));
                 st.str_close = delim;
                 return q + 1;
             }
@@ -1263,7 +1323,7 @@ fn parse_string_core(s: &[u8], pos: usize, st: &mut Token, delim: u8, offset: us
 /// C `is_backslash_escaped(qpos - 1, start)`: an odd run of backslashes
 /// (not before `start`) right before `q`.
 fn is_backslash_escaped(s: &[u8], q: usize, start: usize) -> bool {
-    s[start.min(q)..q]
+    sub(s, start.min(q), q)
         .iter()
         .rev()
         .take_while(|&&c| c == b'\\')
@@ -1288,9 +1348,9 @@ fn is_arithmetic_op(t: &Token) -> bool {
     t.ty == TYPE_OPERATOR && t.len == 1 && matches!(t.val[0], b'*' | b'/' | b'-' | b'+' | b'%')
 }
 
-/// C `syntax_merge_words`: "UNION" + "ALL" --> "UNION ALL" when that phrase is a keyword.
-fn syntax_merge_words(tv: &mut [Token], left: usize) -> bool {
-    let (a, b) = (&tv[left], &tv[left + 1]);
+/// C `syntax_merge_words`: "UNION" + "ALL" --> "UNION ALL" when that phrase
+/// is a keyword; `a` becomes the merged token.
+fn syntax_merge_words(a: &mut Token, b: &Token) -> bool {
     let mergeable = |ty: u8| {
         matches!(
             ty,
@@ -1312,15 +1372,19 @@ fn syntax_merge_words(tv: &mut [Token], left: usize) -> bool {
     if sz3 >= TOKEN_SIZE {
         return false;
     }
+    // sz1 + 1 + sz2 < TOKEN_SIZE, so a.bytes() and b.bytes() are the first
+    // sz1 and sz2 bytes of the values
     let mut tmp = [0u8; TOKEN_SIZE];
-    tmp[..sz1].copy_from_slice(&a.val[..sz1]);
-    tmp[sz1] = b' ';
-    tmp[sz1 + 1..sz3].copy_from_slice(&b.val[..sz2]);
-    let ch = lookup_word(&tmp[..sz3]);
+    let words = a.bytes().iter().chain(b" ").chain(b.bytes());
+    for (d, &c) in tmp.iter_mut().zip(words) {
+        *d = c;
+    }
+    let merged = sub(&tmp, 0, sz3);
+    let ch = lookup_word(merged);
     if ch == 0 {
         return false;
     }
-    let pos = tv[left].pos;
-    tv[left].assign(ch, pos, &tmp[..sz3]);
+    let pos = a.pos;
+    a.assign(ch, pos, merged);
     true
 }

@@ -472,7 +472,8 @@ fn htmlencode_startswith(prefix: &str, s: &[u8], start: usize, n: usize) -> bool
             cb -= 0x20;
         }
         // C compares `*a != (char) cb`: the code point is truncated to a byte.
-        if a[ai] != cb as u8 {
+        // (ai < a.len() here.)
+        if a.get(ai) != Some(&(cb as u8)) {
             return false;
         }
         ai += 1;
@@ -573,10 +574,10 @@ pub fn is_xss(s: &[u8], flags: Flags) -> bool {
                 }
                 if len > 3 {
                     // IE conditional comment, XML
-                    if t[0] == b'[' && matches!(t[1], b'i' | b'I') && matches!(t[2], b'f' | b'F') {
+                    if let [b'[', b'i' | b'I', b'f' | b'F', ..] = t {
                         return true;
                     }
-                    if t[..3].eq_ignore_ascii_case(b"xml") {
+                    if t.get(..3).is_some_and(|p| p.eq_ignore_ascii_case(b"xml")) {
                         return true;
                     }
                 }
