@@ -407,6 +407,11 @@ impl HttpContext for WaferHttp {
                 return Action::Pause;
             }
         }
+        if !self.tx.as_ref().is_some_and(Transaction::inspects_response) {
+            // No rule reads the response: don't fetch its headers from the host.
+            self.response_body = Body::Done;
+            return Action::Continue;
+        }
         let Some(headers) = host::header_pairs(MapType::HttpResponseHeaders) else {
             self.count_error("cannot read the response headers");
             return Action::Continue;

@@ -169,6 +169,15 @@ impl Ruleset {
         self.rules
     }
 
+    /// Whether phase `p` (1-5) has any rule: a host can skip feeding data that
+    /// no rule reads (e.g. response headers when phases 3 and 4 are empty).
+    pub fn has_rules_in_phase(&self, p: u8) -> bool {
+        usize::from(p)
+            .checked_sub(1)
+            .and_then(|i| self.phases.get(i))
+            .is_some_and(|list| list.iter().any(|e| matches!(e, Entry::Rule(_))))
+    }
+
     /// Where a rule at (phase, index) continues after a `skipAfter` match.
     pub fn skip_target(&self, phase: usize, index: usize) -> Option<usize> {
         self.skip_targets.iter().find(|(k, _)| *k == (phase, index)).map(|(_, v)| *v)

@@ -246,6 +246,13 @@ impl Transaction {
         self.interruption.as_ref()
     }
 
+    /// Whether any rule looks at the response (phases 3 and 4) or its body is
+    /// inspected: when not, the host need not pass response headers at all.
+    pub fn inspects_response(&self) -> bool {
+        self.engine != EngineMode::Off
+            && (self.rs.settings.response_body_access || self.rs.has_rules_in_phase(3) || self.rs.has_rules_in_phase(4))
+    }
+
     /// The value of `TX:name` (for tests and tools).
     pub fn tx_var(&self, name: &str) -> Option<&[u8]> {
         self.tx.get(&name.to_ascii_lowercase()).map(Vec::as_slice)
