@@ -50,7 +50,8 @@ fn check(path: &str) -> Result<(), String> {
 fn check_rules(path: &str) -> Result<(), String> {
     let text = String::from_utf8(read(path)?).map_err(|_| format!("{path}: not UTF-8"))?;
     let rs = Ruleset::compile(path, &text).map_err(|e| e.to_string())?;
-    println!("{path}: {} rules, engine {:?}", rs.rule_count(), rs.settings.engine);
+    let regexes = rs.build_all_regexes()?;
+    println!("{path}: {} rules ({regexes} regexes built), engine {:?}", rs.rule_count(), rs.settings.engine);
     for w in &rs.warnings {
         println!("warning: {w}");
     }

@@ -169,6 +169,24 @@ impl Ruleset {
         self.rules
     }
 
+    /// Builds every `@rx` automaton now (they are otherwise built on first
+    /// use) and reports the first that cannot be built. For tools and tests.
+    pub fn build_all_regexes(&self) -> Result<usize, String> {
+        let mut n = 0;
+        for e in self.phases.iter().flatten() {
+            let Entry::Rule(r) = e else { continue };
+            let mut link = Some(r);
+            while let Some(l) = link {
+                if let Operator::Rx(rx) = &l.operator {
+                    rx.build_now().map_err(|m| format!("rule {} ({}:{}): {m}", r.id, r.file, r.line))?;
+                    n += 1;
+                }
+                link = l.chain.as_deref();
+            }
+        }
+        Ok(n)
+    }
+
     /// Whether phase `p` (1-5) has any rule: a host can skip feeding data that
     /// no rule reads (e.g. response headers when phases 3 and 4 are empty).
     pub fn has_rules_in_phase(&self, p: u8) -> bool {
@@ -750,6 +768,17 @@ fn update_actions(r: &mut Rule, u: &RuleActions, dflt: &Defaults) {
     r.ctls.extend(u.ctls.iter().cloned());
     if u.skip_after.is_some() {
         r.skip_after = u.skip_after.clone();
+    }
+}
+
+#[cfg(all(test, wafer_crs))]
+mod crs_regexes {
+    /// Regexes are built lazily; every CRS regex must build within the limits.
+    #[test]
+    fn every_crs_regex_builds() {
+        let rs = super::Ruleset::compile("t", "Include @crs-setup-conf\nInclude @owasp_crs/*.conf").unwrap();
+        let n = rs.build_all_regexes().unwrap_or_else(|e| panic!("{e}"));
+        assert!(n > 300, "only {n} @rx operators");
     }
 }
 

@@ -10,10 +10,29 @@
 
 use super::Captures;
 use regex::bytes::{Regex, RegexBuilder};
+use std::sync::OnceLock;
 
+/// The regex is built on first use: patterns are checked when rules load (a
+/// syntax error fails the configuration), but automata are only built for the
+/// regexes that actually run. With prefilters most CRS regexes never run on
+/// benign traffic, so start-up is faster and each VM holds less memory.
 #[derive(Debug)]
 pub struct Rx {
-    re: Regex,
+    pattern: String,
+    unicode: bool,
+    re: OnceLock<Option<Regex>>,
+}
+
+fn syntax(pattern: &str, unicode: bool) -> Result<(), String> {
+    regex_syntax::ParserBuilder::new()
+        .unicode(unicode)
+        .utf8(false)
+        .dot_matches_new_line(true)
+        .multi_line(true)
+        .build()
+        .parse(pattern)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
 }
 
 fn build(pattern: &str, unicode: bool) -> Result<Regex, regex::Error> {
@@ -71,27 +90,41 @@ impl Rx {
     pub fn new(pattern: &str) -> Result<Rx, String> {
         let pattern = if pattern.is_empty() { ".*" } else { pattern };
         let rewritten = byte_escapes(pattern);
-        match build(&rewritten, false) {
-            Ok(re) => Ok(Rx { re }),
-            Err(first) => build(pattern, true).map(|re| Rx { re }).map_err(|_| format!("invalid regular expression: {first}")),
+        match syntax(&rewritten, false) {
+            Ok(()) => Ok(Rx { pattern: rewritten, unicode: false, re: OnceLock::new() }),
+            Err(first) => match syntax(pattern, true) {
+                Ok(()) => Ok(Rx { pattern: pattern.to_string(), unicode: true, re: OnceLock::new() }),
+                Err(_) => Err(format!("invalid regular expression: {first}")),
+            },
+        }
+    }
+
+    /// The compiled regex (built now if it was not yet); None if it cannot be
+    /// built (over the size limits), in which case the operator never matches.
+    pub fn regex(&self) -> Option<&Regex> {
+        self.re.get_or_init(|| build(&self.pattern, self.unicode).ok()).as_ref()
+    }
+
+    /// Builds the automaton now; Err when it cannot be built (`wafer check`).
+    pub fn build_now(&self) -> Result<(), String> {
+        match self.regex() {
+            Some(_) => Ok(()),
+            None => build(&self.pattern, self.unicode).map(|_| ()).map_err(|e| format!("regular expression too large: {e}")),
         }
     }
 
     pub fn eval(&self, value: &[u8], capture: bool, caps: &mut Captures) -> bool {
+        let Some(re) = self.regex() else { return false };
         if !capture {
-            return self.re.is_match(value);
+            return re.is_match(value);
         }
-        match self.re.captures(value) {
+        match re.captures(value) {
             Some(c) => {
                 caps.0 = c.iter().take(10).map(|m| m.map(|m| m.as_bytes().to_vec()).unwrap_or_default()).collect();
                 true
             }
             None => false,
         }
-    }
-
-    pub fn regex(&self) -> &Regex {
-        &self.re
     }
 }
 
