@@ -119,11 +119,55 @@ pub enum Ctl {
     ForceRequestBodyVariable(bool),
     RuleRemoveById(Vec<(u64, u64)>),
     RuleRemoveByTag(String),
-    /// (id range, target like `ARGS:foo`)
-    RuleRemoveTargetById(Vec<(u64, u64)>, String),
-    RuleRemoveTargetByTag(String, String),
+    /// (id ranges, target like `ARGS:foo`)
+    RuleRemoveTargetById(Vec<(u64, u64)>, CtlTarget),
+    RuleRemoveTargetByTag(String, CtlTarget),
     /// Accepted, no effect in wafer (audit log settings, ...).
     Ignored(String),
+}
+
+/// The target of a `ctl:ruleRemoveTarget*` (`ARGS:foo`, `ARGS`,
+/// `REQUEST_COOKIES:/^utm/`), resolved when the rule loads so the request
+/// path never parses it or compiles its regex.
+#[derive(Debug, Clone)]
+pub struct CtlTarget {
+    pub text: String,
+    pub var: crate::vars::Var,
+    pub sel: crate::vars::KeySel,
+}
+
+impl PartialEq for CtlTarget {
+    fn eq(&self, other: &CtlTarget) -> bool {
+        self.text == other.text
+    }
+}
+
+impl Eq for CtlTarget {}
+
+impl CtlTarget {
+    pub fn parse(s: &str) -> Result<CtlTarget, String> {
+        use crate::vars::{KeySel, Var};
+        let s = s.trim();
+        let (name, key) = match s.split_once(':') {
+            Some((n, k)) => (n, Some(k)),
+            None => (s, None),
+        };
+        let var = Var::from_name(name.trim()).ok_or_else(|| format!("ctl: unknown variable \"{}\" in target \"{s}\"", name.trim()))?;
+        let sel = match key {
+            None => KeySel::All,
+            Some(k) if k.len() >= 2 && k.starts_with('/') && k.ends_with('/') => {
+                let pattern = k.get(1..k.len() - 1).unwrap_or("");
+                let re = regex::bytes::RegexBuilder::new(pattern)
+                    .case_insensitive(true)
+                    .unicode(false)
+                    .build()
+                    .map_err(|e| format!("ctl: bad target regex /{pattern}/: {e}"))?;
+                KeySel::Regex(re)
+            }
+            Some(k) => KeySel::Key(k.trim().to_ascii_lowercase()),
+        };
+        Ok(CtlTarget { text: s.to_string(), var, sel })
+    }
 }
 
 /// Parses `1`, `1-5`, `1,3,10-20` into id ranges.
@@ -159,11 +203,11 @@ impl Ctl {
             "ruleremovebytag" => Ctl::RuleRemoveByTag(value.to_string()),
             "ruleremovetargetbyid" => {
                 let (ids, target) = value.split_once(';').ok_or_else(|| format!("ctl:ruleRemoveTargetById: expected id;TARGET, got \"{value}\""))?;
-                Ctl::RuleRemoveTargetById(id_ranges(ids)?, target.trim().to_string())
+                Ctl::RuleRemoveTargetById(id_ranges(ids)?, CtlTarget::parse(target)?)
             }
             "ruleremovetargetbytag" => {
                 let (tag, target) = value.split_once(';').ok_or_else(|| format!("ctl:ruleRemoveTargetByTag: expected tag;TARGET, got \"{value}\""))?;
-                Ctl::RuleRemoveTargetByTag(tag.trim().to_string(), target.trim().to_string())
+                Ctl::RuleRemoveTargetByTag(tag.trim().to_string(), CtlTarget::parse(target)?)
             }
             "auditengine" | "auditlogparts" | "debugloglevel" | "responsebodyaccess" | "hashengine" | "hashenforcement" | "parsexmlintoargs" => Ctl::Ignored(name.to_string()),
             other => return Err(format!("ctl: unknown option \"{other}\"")),

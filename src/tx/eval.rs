@@ -734,35 +734,13 @@ fn apply_ctl(t: &mut Transaction, c: &Ctl) {
         Ctl::RuleRemoveById(ids) => t.removed_ids.extend(ids.iter().copied()),
         Ctl::RuleRemoveByTag(tag) => t.removed_tags.push(tag.clone()),
         Ctl::RuleRemoveTargetById(ids, target) => {
-            if let Some((var, sel)) = parse_target(target) {
-                t.removed_targets.push(TargetRemoval { ids: ids.clone(), tag: None, var, sel });
-            }
+            t.removed_targets.push(TargetRemoval { ids: ids.clone(), tag: None, var: target.var, sel: target.sel.clone() });
         }
         Ctl::RuleRemoveTargetByTag(tag, target) => {
-            if let Some((var, sel)) = parse_target(target) {
-                t.removed_targets.push(TargetRemoval { ids: Vec::new(), tag: Some(tag.clone()), var, sel });
-            }
+            t.removed_targets.push(TargetRemoval { ids: Vec::new(), tag: Some(tag.clone()), var: target.var, sel: target.sel.clone() });
         }
         Ctl::Ignored(_) => {}
     }
-}
-
-/// `ARGS:foo` / `ARGS` / `REQUEST_COOKIES:/re/` for ctl target removal.
-fn parse_target(s: &str) -> Option<(Var, KeySel)> {
-    let (name, key) = match s.split_once(':') {
-        Some((n, k)) => (n, Some(k)),
-        None => (s, None),
-    };
-    let var = Var::from_name(name.trim())?;
-    let sel = match key {
-        None => KeySel::All,
-        Some(k) if k.len() >= 2 && k.starts_with('/') && k.ends_with('/') => {
-            let re = regex::bytes::RegexBuilder::new(k.get(1..k.len() - 1)?).case_insensitive(true).unicode(false).build().ok()?;
-            KeySel::Regex(re)
-        }
-        Some(k) => KeySel::Key(k.trim().to_ascii_lowercase()),
-    };
-    Some((var, sel))
 }
 
 fn rule_removed(t: &Transaction, rule: &Rule) -> bool {
