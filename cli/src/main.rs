@@ -11,13 +11,30 @@ use std::sync::Arc;
 use wafer::{BodyAppend, Ruleset, Transaction, Waf};
 
 fn usage() -> ExitCode {
-    eprintln!("usage:\n  wafer check CONFIG.json\n  wafer check-rules FILE.conf\n  wafer eval CONFIG.json METHOD URI [Header: value]... [--body FILE]\n  wafer crs-test --native [--tests DIR] [--filter REGEX] [-v]\n  wafer crs-requests [--tests DIR]      JSON lines {{id, raw (base64)}} of every CRS test stage\n  wafer ids CONFIG.json < REQUESTS.jsonl  JSON lines {{id, status, ids}} (raw requests run natively)");
+    eprintln!(
+        "usage:
+  wafer check CONFIG.json
+  wafer check-rules FILE.conf
+  wafer eval CONFIG.json METHOD URI [Header: value]... [--body FILE]
+  wafer time CONFIG.json N METHOD URI [Header: value]... [--body FILE]     mean time per request (native)
+  wafer profile CONFIG.json N METHOD URI [Header: value]... [--body FILE]  per-rule time, memoization, rewrite candidates
+  wafer crs-test --native [--tests DIR] [--filter REGEX] [-v]
+  wafer crs-requests [--tests DIR]      JSON lines {{id, raw (base64)}} of every CRS test stage
+  wafer ids CONFIG.json < REQUESTS.jsonl  JSON lines {{id, status, ids}} (raw requests run natively)"
+    );
     ExitCode::from(2)
 }
 
 fn read(path: &str) -> Result<Vec<u8>, String> {
     std::fs::read(path).map_err(|e| format!("{path}: {e}"))
 }
+
+// The allocator of the Envoy module (see wafer::alloc), so that `wafer time` and profiles of
+// this command measure what the module does. This program has a single thread.
+#[cfg(any(all(target_arch = "wasm32", not(target_feature = "atomics")), feature = "class-alloc"))]
+#[global_allocator]
+// SAFETY: single-threaded program (wasm32 without atomics has no threads at all).
+static ALLOC: wafer::alloc::ClassAlloc = unsafe { wafer::alloc::ClassAlloc::new() };
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -26,6 +43,7 @@ fn main() -> ExitCode {
         Some("check-rules") if args.len() == 2 => check_rules(&args[1]),
         Some("eval") if args.len() >= 4 => eval(&args[1..]),
         Some("time") if args.len() >= 5 => time_eval(&args[1..]),
+        Some("profile") if args.len() >= 5 => profile(&args[1..]),
         Some("crs-test") => crs_test(&args[1..]),
         Some("crs-requests") => crs_requests(&args[1..]),
         Some("ids") if args.len() == 2 => ids(&args[1]),
@@ -63,21 +81,52 @@ fn time_eval(args: &[String]) -> Result<(), String> {
     let n: u32 = args[1].parse().map_err(|_| "N must be a number")?;
     let mut rest = vec![args[0].clone()];
     rest.extend_from_slice(&args[2..]);
-    run_eval(&rest, false)?; // compile and warm up outside the timed loop
+    run_eval(&rest, false, None)?; // compile and warm up outside the timed loop
     let start = std::time::Instant::now();
     for _ in 0..n {
-        run_eval(&rest, false)?;
+        run_eval(&rest, false, None)?;
     }
     let el = start.elapsed();
     println!("{n} requests, {:.1} us each", el.as_secs_f64() * 1e6 / f64::from(n));
     Ok(())
 }
 
-fn eval(args: &[String]) -> Result<(), String> {
-    run_eval(args, true)
+/// `wafer profile CONFIG N METHOD URI [headers] [--body FILE]`: per-rule time, memoization,
+/// hot (targets, chain) groups and rewrite candidates over N runs of one request.
+fn profile(args: &[String]) -> Result<(), String> {
+    let n: u32 = args[1].parse().map_err(|_| "N must be a number")?;
+    let mut rest = vec![args[0].clone()];
+    rest.extend_from_slice(&args[2..]);
+    run_eval(&rest, false, None)?; // compile, build the regexes this request needs
+    let mut total = Profile::default();
+    for _ in 0..n {
+        run_eval(&rest, false, Some(&mut total))?;
+    }
+    match total.ruleset.clone() {
+        Some(rs) => print!("{}", total.profile.report(&rs, 25)),
+        None => println!("no rule set applies to this request"),
+    }
+    Ok(())
 }
 
-fn run_eval(args: &[String], print: bool) -> Result<(), String> {
+/// The profile of all runs and the rule set they ran against.
+#[derive(Default)]
+struct Profile {
+    profile: wafer::tx::profile::Profile,
+    ruleset: Option<Arc<Ruleset>>,
+}
+
+impl Profile {
+    fn merge(&mut self, p: &wafer::tx::profile::Profile) {
+        self.profile.merge(p);
+    }
+}
+
+fn eval(args: &[String]) -> Result<(), String> {
+    run_eval(args, true, None)
+}
+
+fn run_eval(args: &[String], print: bool, profile: Option<&mut Profile>) -> Result<(), String> {
     static WAF: std::sync::OnceLock<Result<Waf, String>> = std::sync::OnceLock::new();
     let waf = WAF.get_or_init(|| read(&args[0]).and_then(|j| Waf::from_json(&j).map_err(|e| e.to_string()))).as_ref().map_err(Clone::clone)?;
     let (method, uri) = (&args[1], &args[2]);
@@ -97,7 +146,10 @@ fn run_eval(args: &[String], print: bool) -> Result<(), String> {
         println!("no rule set applies to {host}: pass");
         return Ok(());
     };
-    let mut tx = Transaction::new(rs, "cli-1".into());
+    let mut tx = Transaction::new(rs.clone(), "cli-1".into());
+    if profile.is_some() {
+        tx.enable_profile();
+    }
     tx.process_connection("127.0.0.1", 12345, "127.0.0.1", 80);
     tx.process_uri(uri, method, "HTTP/1.1");
     for (k, v) in &headers {
@@ -115,6 +167,10 @@ fn run_eval(args: &[String], print: bool) -> Result<(), String> {
         }
     }
     let lines = tx.take_log_lines();
+    if let (Some(total), Some(p)) = (profile, tx.take_profile()) {
+        total.merge(&p);
+        total.ruleset = Some(rs);
+    }
     if !print {
         return Ok(());
     }

@@ -237,6 +237,9 @@ struct Compiler {
     warnings: Vec<String>,
     removals: Vec<Removal>,
     pf: prefilter::Builder,
+    /// (text address, offset, line) of the last line lookup: rules come in file order, so
+    /// each lookup counts only the newlines since the previous one.
+    line_memo: (usize, usize, usize),
 }
 
 enum Removal {
@@ -477,10 +480,22 @@ impl Compiler {
         Ok(())
     }
 
+    /// The 1-based line of `offset` in `text` (incremental for increasing offsets).
+    fn line_of(&mut self, text: &str, offset: usize) -> usize {
+        let offset = offset.min(text.len());
+        let (addr, from, line) = match self.line_memo {
+            (a, o, l) if a == text.as_ptr() as usize && o <= offset => (a, o, l),
+            _ => (text.as_ptr() as usize, 0, 1),
+        };
+        let line = line + text.as_bytes().get(from..offset).map_or(0, |b| b.iter().filter(|&&c| c == b'\n').count());
+        self.line_memo = (addr, offset, line);
+        line
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn rule(&mut self, file: &Arc<str>, origin: &str, text: &str, offset: usize, vars: Option<(&str, usize)>, op: Option<(&str, usize)>, actions: Option<(&str, usize)>) -> Result<(), Error> {
+        let line = self.line_of(text, offset);
         let at = |o: usize, msg: String| Error::at(origin, text, o, msg);
-        let line = Error::at(origin, text, offset, "").line;
         let in_chain = !self.pending_chain.is_empty();
         let parsed = match actions {
             Some((t, o)) => {
@@ -533,12 +548,21 @@ impl Compiler {
         let (operator, negated, op_name, op_param) = match op {
             Some((otext, ooff)) => {
                 let o = parse_operator(otext);
-                let compiled = Operator::compile(&o.name, &o.param, &|f| embedded::data_file(f).map(str::to_string))
-                    .map_err(|m| at(ooff + if m.starts_with("unknown operator") { o.offset } else { o.param_offset }, m))?;
-                match o.name.to_ascii_lowercase().as_str() {
-                    "rx" if matches!(compiled, Operator::Rx(_)) => pf = self.pf.requirement(&o.param),
-                    "pm" => pf = self.pf.words(o.param.split_ascii_whitespace().map(|w| w.as_bytes().to_vec())),
-                    _ => {}
+                let (compiled, hir) = if o.name.eq_ignore_ascii_case("rx") {
+                    let (rx, hir) = crate::operators::rx::Rx::with_syntax(&o.param).map_err(|m| at(ooff + o.param_offset, m))?;
+                    (Operator::Rx(rx), hir)
+                } else {
+                    let op = Operator::compile(&o.name, &o.param, &|f| embedded::data_file(f).map(str::to_string))
+                        .map_err(|m| at(ooff + if m.starts_with("unknown operator") { o.offset } else { o.param_offset }, m))?;
+                    (op, None)
+                };
+                match &hir {
+                    Some(hir) => pf = self.pf.requirement_hir(hir),
+                    None => {
+                        if let Operator::Pm(p) = &compiled {
+                            pf = self.pf.words(p.words().iter().cloned());
+                        }
+                    }
                 }
                 if matches!(o.name.to_ascii_lowercase().as_str(), "rbl" | "geolookup") {
                     self.warnings.push(format!("{origin}:{line}: @{} never matches inside the proxy-wasm VM (no network)", o.name));

@@ -192,29 +192,114 @@ pub fn required_literals(pattern: &str) -> Option<Vec<Vec<u8>>> {
         .build()
         .parse(pattern)
         .ok()?;
-    let info = analyze(&hir, 0);
+    required_literals_hir(&hir)
+}
+
+/// [`required_literals`] of an already parsed pattern (byte mode).
+pub fn required_literals_hir(hir: &Hir) -> Option<Vec<Vec<u8>>> {
+    let info = analyze(hir, 0);
     let set = better(info.required, info.exact.and_then(usable))?;
     Some(set.into_iter().collect())
 }
 
-/// A rule's compiled requirement: a match contains one of `bytes` or one of
-/// the literals `lits` (ids in [`Prefilter`]'s automaton). Literals shorter
-/// than [`MIN_AC_LIT`] are represented by their first byte (a weaker but
+/// A rule's requirement: a match contains one of a set of bytes or one of a set of literals.
+/// Compiled into [`Prefilter`]'s tables; at run time one [`Prefilter::scan`] of a value gives
+/// the bit set of the requirements it satisfies, and a rule's test is one bit.
+/// Literals shorter than [`MIN_AC_LIT`] are represented by their first byte (a weaker but
 /// sound test that keeps the automaton from reporting matches everywhere).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Requirement {
-    pub bytes: [u64; 4],
-    pub lits: Vec<u32>,
+    pub id: u32,
 }
 
 /// Shortest literal put in the automaton.
-pub const MIN_AC_LIT: usize = 3;
+pub const MIN_AC_LIT: usize = 2;
 
-/// All literals of all prefiltered rules in one case-insensitive automaton.
+/// All literals of all prefiltered rules in one case-insensitive automaton, and which
+/// requirements each literal and each byte satisfies.
 #[derive(Debug, Default)]
 pub struct Prefilter {
     pub ac: Option<AhoCorasick>,
     pub literal_count: usize,
+    /// Words of a requirement bit set.
+    pub words: usize,
+    /// `256 * words`: row `b` is the set of requirements the byte `b` satisfies.
+    byte_table: Vec<u64>,
+    /// Literal id -> the requirements it satisfies.
+    lit_reqs: Vec<Vec<u32>>,
+    /// For [`Prefilter::describe`]: the literals, and each requirement's bytes and literal ids.
+    lits: Vec<Vec<u8>>,
+    reqs: Vec<([u64; 4], Vec<u32>)>,
+}
+
+/// The requirements a value satisfies (see [`Prefilter::scan`]).
+#[derive(Debug, Clone, Default)]
+pub struct Satisfied(Vec<u64>);
+
+impl Satisfied {
+    pub fn has(&self, r: Requirement) -> bool {
+        self.0.get(r.id as usize / 64).is_some_and(|w| w & (1u64 << (r.id % 64)) != 0)
+    }
+
+    fn set(&mut self, id: u32) {
+        if let Some(w) = self.0.get_mut(id as usize / 64) {
+            *w |= 1u64 << (id % 64);
+        }
+    }
+}
+
+impl Prefilter {
+    /// A requirement in words: `bytes [..] or literals "..", ".."` (for `wafer profile`).
+    pub fn describe(&self, r: Requirement) -> String {
+        let Some((bytes, lits)) = self.reqs.get(r.id as usize) else { return String::new() };
+        let mut out = String::new();
+        let set: Vec<u8> = (0..=255u8).filter(|&b| bytes.get(usize::from(b / 64)).is_some_and(|w| w & (1u64 << (b % 64)) != 0)).collect();
+        if !set.is_empty() {
+            out.push_str(&format!("bytes {:?}", String::from_utf8_lossy(&set)));
+        }
+        if !lits.is_empty() {
+            if !out.is_empty() {
+                out.push_str(" or ");
+            }
+            let words: Vec<String> = lits.iter().filter_map(|&l| self.lits.get(l as usize)).map(|l| format!("{:?}", String::from_utf8_lossy(l))).collect();
+            out.push_str(&format!("{} literals {}", words.len(), words.join(" ")));
+        }
+        out
+    }
+
+    /// The requirements `v` satisfies: one pass for its bytes, one automaton scan.
+    pub fn scan(&self, v: &[u8]) -> Satisfied {
+        let mut out = Satisfied(vec![0u64; self.words]);
+        if self.words == 0 {
+            return out;
+        }
+        let mut have = [0u64; 4];
+        for &b in v {
+            if let Some(w) = have.get_mut(usize::from(b >> 6)) {
+                *w |= 1u64 << (b & 63);
+            }
+        }
+        for (wi, &word) in have.iter().enumerate() {
+            let mut bits = word;
+            while bits != 0 {
+                let b = wi * 64 + bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                if let Some(row) = self.byte_table.get(b * self.words..(b + 1) * self.words) {
+                    for (o, r) in out.0.iter_mut().zip(row) {
+                        *o |= r;
+                    }
+                }
+            }
+        }
+        if let Some(ac) = &self.ac {
+            for m in ac.find_overlapping_iter(v) {
+                for &r in self.lit_reqs.get(m.pattern().as_usize()).map(Vec::as_slice).unwrap_or_default() {
+                    out.set(r);
+                }
+            }
+        }
+        out
+    }
 }
 
 /// Collects literals while rules are compiled, then builds the automaton.
@@ -222,6 +307,8 @@ pub struct Prefilter {
 pub struct Builder {
     ids: HashMap<Vec<u8>, u32>,
     lits: Vec<Vec<u8>>,
+    /// Per requirement: its bytes and its literal ids.
+    reqs: Vec<([u64; 4], Vec<u32>)>,
 }
 
 pub fn byte_set(bytes: impl Iterator<Item = u8>) -> [u64; 4] {
@@ -239,7 +326,13 @@ pub fn byte_set(bytes: impl Iterator<Item = u8>) -> [u64; 4] {
 impl Builder {
     pub fn requirement(&mut self, pattern: &str) -> Option<Requirement> {
         let lits = required_literals(pattern)?;
-        self.from_literals(lits)
+        self.add_literals(lits)
+    }
+
+    /// The requirement of a parsed `@rx` pattern.
+    pub fn requirement_hir(&mut self, hir: &Hir) -> Option<Requirement> {
+        let lits = required_literals_hir(hir)?;
+        self.add_literals(lits)
     }
 
     /// For `@pm`: a match is one of its words (case-insensitive).
@@ -248,10 +341,10 @@ impl Builder {
         if lits.is_empty() {
             return None;
         }
-        self.from_literals(lits)
+        self.add_literals(lits)
     }
 
-    fn from_literals(&mut self, lits: Vec<Vec<u8>>) -> Option<Requirement> {
+    fn add_literals(&mut self, lits: Vec<Vec<u8>>) -> Option<Requirement> {
         let bytes = byte_set(lits.iter().filter(|l| l.len() < MIN_AC_LIT).filter_map(|l| l.first().copied()));
         let mut ids = Vec::new();
         for l in lits.into_iter().filter(|l| l.len() >= MIN_AC_LIT) {
@@ -262,20 +355,41 @@ impl Builder {
             });
             ids.push(id);
         }
-        Some(Requirement { bytes, lits: ids })
+        let id = u32::try_from(self.reqs.len()).ok()?;
+        self.reqs.push((bytes, ids));
+        Some(Requirement { id })
     }
 
     pub fn build(self) -> Prefilter {
-        if self.lits.is_empty() {
-            return Prefilter::default();
+        let words = self.reqs.len().div_ceil(64);
+        let mut byte_table = vec![0u64; 256 * words];
+        let mut lit_reqs: Vec<Vec<u32>> = vec![Vec::new(); self.lits.len()];
+        for (r, (bytes, lits)) in self.reqs.iter().enumerate() {
+            let (word, bit) = (r / 64, 1u64 << (r % 64));
+            for b in 0..256usize {
+                if bytes.get(b / 64).is_some_and(|w| w & (1u64 << (b % 64)) != 0) {
+                    if let Some(w) = byte_table.get_mut(b * words + word) {
+                        *w |= bit;
+                    }
+                }
+            }
+            for &l in lits {
+                if let Some(list) = lit_reqs.get_mut(l as usize) {
+                    list.push(r as u32);
+                }
+            }
         }
-        let ac = AhoCorasickBuilder::new()
-            .ascii_case_insensitive(true)
-            .match_kind(MatchKind::Standard)
-            .kind(Some(AhoCorasickKind::DFA))
-            .build(&self.lits)
-            .ok();
-        Prefilter { ac, literal_count: self.lits.len() }
+        let ac = (!self.lits.is_empty())
+            .then(|| {
+                AhoCorasickBuilder::new()
+                    .ascii_case_insensitive(true)
+                    .match_kind(MatchKind::Standard)
+                    .kind(Some(AhoCorasickKind::ContiguousNFA))
+                    .build(&self.lits)
+                    .ok()
+            })
+            .flatten();
+        Prefilter { ac, literal_count: self.lits.len(), words, byte_table, lit_reqs, lits: self.lits, reqs: self.reqs }
     }
 }
 

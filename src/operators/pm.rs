@@ -2,12 +2,15 @@
 //!
 //! Example: `SecRule REQUEST_HEADERS:User-Agent "@pm nikto sqlmap" "id:1,deny"`.
 
+use std::sync::OnceLock;
 use super::Captures;
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 
 #[derive(Debug)]
 pub struct Pm {
-    ac: Option<AhoCorasick>,
+    words: Vec<Vec<u8>>,
+    /// Built on first use: with the prefilter most `@pm` rules never need their automaton.
+    ac: OnceLock<Option<AhoCorasick>>,
 }
 
 /// The pattern lines of a `.data` file: trimmed, no blanks, no `#` comments.
@@ -15,22 +18,36 @@ pub fn data_file_lines(text: &str) -> impl Iterator<Item = &str> {
     text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#'))
 }
 
+/// Largest total size of a word list (bytes): far above the CRS's largest `.data` file.
+const MAX_WORD_BYTES: usize = 16 << 20;
+
 impl Pm {
     pub fn new(words: Vec<Vec<u8>>) -> Result<Pm, String> {
         let words: Vec<Vec<u8>> = words.into_iter().filter(|w| !w.is_empty()).collect();
-        if words.is_empty() {
-            return Ok(Pm { ac: None });
+        if words.iter().map(Vec::len).sum::<usize>() > MAX_WORD_BYTES {
+            return Err(format!("@pm: word list over {MAX_WORD_BYTES} bytes"));
         }
-        let ac = AhoCorasickBuilder::new()
-            .ascii_case_insensitive(true)
-            .match_kind(MatchKind::LeftmostFirst)
-            .build(&words)
-            .map_err(|e| format!("cannot build @pm automaton: {e}"))?;
-        Ok(Pm { ac: Some(ac) })
+        Ok(Pm { words, ac: OnceLock::new() })
+    }
+
+    /// The words (for the rule set's prefilter).
+    pub fn words(&self) -> &[Vec<u8>] {
+        &self.words
+    }
+
+    fn automaton(&self) -> Option<&AhoCorasick> {
+        self.ac
+            .get_or_init(|| {
+                if self.words.is_empty() {
+                    return None;
+                }
+                AhoCorasickBuilder::new().ascii_case_insensitive(true).match_kind(MatchKind::LeftmostFirst).build(&self.words).ok()
+            })
+            .as_ref()
     }
 
     pub fn eval(&self, value: &[u8], capture: bool, caps: &mut Captures) -> bool {
-        let Some(ac) = &self.ac else { return false };
+        let Some(ac) = self.automaton() else { return false };
         match ac.find(value) {
             Some(m) => {
                 if capture {

@@ -23,7 +23,7 @@ pub struct Rx {
     re: OnceLock<Option<Regex>>,
 }
 
-fn syntax(pattern: &str, unicode: bool) -> Result<(), String> {
+fn syntax(pattern: &str, unicode: bool) -> Result<regex_syntax::hir::Hir, String> {
     regex_syntax::ParserBuilder::new()
         .unicode(unicode)
         .utf8(false)
@@ -31,7 +31,6 @@ fn syntax(pattern: &str, unicode: bool) -> Result<(), String> {
         .multi_line(true)
         .build()
         .parse(pattern)
-        .map(|_| ())
         .map_err(|e| e.to_string())
 }
 
@@ -88,12 +87,18 @@ fn byte_escapes(pattern: &str) -> String {
 
 impl Rx {
     pub fn new(pattern: &str) -> Result<Rx, String> {
+        Rx::with_syntax(pattern).map(|(rx, _)| rx)
+    }
+
+    /// Checks the pattern; also returns its byte-mode syntax tree (for the prefilter
+    /// analysis, so the pattern is parsed once), `None` when it needs Unicode mode.
+    pub fn with_syntax(pattern: &str) -> Result<(Rx, Option<regex_syntax::hir::Hir>), String> {
         let pattern = if pattern.is_empty() { ".*" } else { pattern };
         let rewritten = byte_escapes(pattern);
         match syntax(&rewritten, false) {
-            Ok(()) => Ok(Rx { pattern: rewritten, unicode: false, re: OnceLock::new() }),
+            Ok(hir) => Ok((Rx { pattern: rewritten, unicode: false, re: OnceLock::new() }, Some(hir))),
             Err(first) => match syntax(pattern, true) {
-                Ok(()) => Ok(Rx { pattern: pattern.to_string(), unicode: true, re: OnceLock::new() }),
+                Ok(_) => Ok((Rx { pattern: pattern.to_string(), unicode: true, re: OnceLock::new() }, None)),
                 Err(_) => Err(format!("invalid regular expression: {first}")),
             },
         }

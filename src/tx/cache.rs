@@ -12,8 +12,9 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::rc::Rc;
 
-use crate::compile::prefilter::{Prefilter, Requirement};
+use crate::compile::prefilter::{Prefilter, Requirement, Satisfied};
 use crate::transforms::Transform;
+use super::profile::{CacheStats, GroupStat};
 
 /// A small, fast hasher for address keys (FxHash's mixing step).
 #[derive(Default)]
@@ -61,43 +62,17 @@ impl Val<'_> {
     }
 }
 
-/// What a value contains, for prefilters.
-pub(crate) struct Scan {
-    bytes: [u64; 4],
-    lits: Vec<u64>,
-}
+/// What a value contains, for prefilters: the requirements it satisfies.
+pub(crate) struct Scan(Satisfied);
 
 impl Scan {
     pub fn new(v: &[u8], pf: &Prefilter) -> Scan {
-        let mut bytes = [0u64; 4];
-        for &b in v {
-            if let Some(w) = bytes.get_mut(usize::from(b >> 6)) {
-                *w |= 1u64 << (b & 63);
-            }
-        }
-        // Most values contain no literal at all: allocate on the first one.
-        let mut lits = Vec::new();
-        if let Some(ac) = &pf.ac {
-            for m in ac.find_overlapping_iter(v) {
-                if lits.is_empty() {
-                    lits = vec![0u64; pf.literal_count.div_ceil(64)];
-                }
-                let id = m.pattern().as_usize();
-                if let Some(w) = lits.get_mut(id / 64) {
-                    *w |= 1u64 << (id % 64);
-                }
-            }
-        }
-        Scan { bytes, lits }
+        Scan(pf.scan(v))
     }
 
     /// False when the requirement is absent: the regex cannot match.
     pub fn satisfies(&self, r: &Requirement) -> bool {
-        self.bytes.iter().zip(r.bytes.iter()).any(|(a, b)| a & b != 0)
-            || r.lits.iter().any(|&id| {
-                let id = id as usize;
-                self.lits.get(id / 64).is_some_and(|w| w & (1u64 << (id % 64)) != 0)
-            })
+        self.0.has(*r)
     }
 }
 
@@ -168,6 +143,10 @@ pub(crate) struct Cache {
     scans: FxMap<(usize, usize), Rc<Scan>>,
     sqli: FxMap<(usize, usize), Option<Rc<str>>>,
     xss: FxMap<(usize, usize), bool>,
+    /// Hit/miss counters (always kept: a few additions per value).
+    pub stats: CacheStats,
+    /// Per (targets, chain) group use, only while profiling.
+    pub group_stats: Option<HashMap<(u32, u32), GroupStat>>,
 }
 
 impl Default for Cache {
@@ -191,6 +170,8 @@ impl Cache {
             scans: FxMap::with_capacity_and_hasher(n(64), Default::default()),
             sqli: FxMap::with_capacity_and_hasher(n(32), Default::default()),
             xss: FxMap::with_capacity_and_hasher(n(32), Default::default()),
+            stats: CacheStats::default(),
+            group_stats: None,
         }
     }
 }
@@ -214,6 +195,7 @@ impl Cache {
     pub fn chain<'a>(&mut self, v: Val<'a>, id: u32, tfs: &[Transform]) -> (Val<'a>, usize) {
         let key = (v.key().0, v.key().1, id);
         if let Some(&i) = self.chains.get(&key) {
+            self.stats.chains_reused += 1;
             let out = match self.finals.get(i).and_then(|f| f.val.clone()) {
                 Some(rc) => Val::R(rc),
                 None => v,
@@ -230,6 +212,7 @@ impl Cache {
             }
         }
         let val: Option<Rc<[u8]>> = owned.map(Rc::from);
+        self.stats.chains_computed += 1;
         let i = self.finals.len();
         self.finals.push(Final { val: val.clone(), scan: None });
         self.chains.insert(key, i);
@@ -241,7 +224,11 @@ impl Cache {
         let f = self.finals.get_mut(handle)?;
         if f.scan.is_none() {
             let key = v.key();
-            let scan = self.scans.entry(key).or_insert_with(|| Rc::new(Scan::new(v.bytes(), pf))).clone();
+            let stats = &mut self.stats;
+            let scan = self.scans.entry(key).or_insert_with(|| {
+                stats.scans_computed += 1;
+                Rc::new(Scan::new(v.bytes(), pf))
+            }).clone();
             f.scan = Some(scan);
         }
         f.scan.clone()
@@ -254,18 +241,42 @@ impl Cache {
 
     /// The scan of `v` (memoized by address).
     pub fn scan_rc(&mut self, v: &Rc<[u8]>, pf: &Prefilter) -> Rc<Scan> {
-        self.scans.entry((v.as_ptr() as usize, v.len())).or_insert_with(|| Rc::new(Scan::new(v, pf))).clone()
+        let stats = &mut self.stats;
+        stats.scans_reused += 1;
+        self.scans.entry((v.as_ptr() as usize, v.len())).or_insert_with(|| {
+            stats.scans_reused -= 1;
+            stats.scans_computed += 1;
+            Rc::new(Scan::new(v, pf))
+        }).clone()
     }
 
     pub fn scan(&mut self, v: &Val<'_>, pf: &Prefilter) -> Rc<Scan> {
-        self.scans.entry(v.key()).or_insert_with(|| Rc::new(Scan::new(v.bytes(), pf))).clone()
+        let stats = &mut self.stats;
+        stats.scans_reused += 1;
+        self.scans.entry(v.key()).or_insert_with(|| {
+            stats.scans_reused -= 1;
+            stats.scans_computed += 1;
+            Rc::new(Scan::new(v.bytes(), pf))
+        }).clone()
     }
 
     pub fn sqli(&mut self, v: &Val<'_>) -> Option<Rc<str>> {
-        self.sqli.entry(v.key()).or_insert_with(|| crate::operators::libinjection::detect_sqli(v.bytes()).map(Rc::from)).clone()
+        let stats = &mut self.stats;
+        stats.libinjection_reused += 1;
+        self.sqli.entry(v.key()).or_insert_with(|| {
+            stats.libinjection_reused -= 1;
+            stats.libinjection_computed += 1;
+            crate::operators::libinjection::detect_sqli(v.bytes()).map(Rc::from)
+        }).clone()
     }
 
     pub fn xss(&mut self, v: &Val<'_>) -> bool {
-        *self.xss.entry(v.key()).or_insert_with(|| crate::operators::libinjection::detect_xss(v.bytes()))
+        let stats = &mut self.stats;
+        stats.libinjection_reused += 1;
+        *self.xss.entry(v.key()).or_insert_with(|| {
+            stats.libinjection_reused -= 1;
+            stats.libinjection_computed += 1;
+            crate::operators::libinjection::detect_xss(v.bytes())
+        })
     }
 }

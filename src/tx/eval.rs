@@ -71,6 +71,18 @@ impl HitPool {
     }
 }
 
+/// Counters of the rule being evaluated, read by the profiler around each rule.
+#[derive(Default)]
+pub(crate) struct Probe {
+    pub values: std::cell::Cell<u64>,
+    pub skipped: std::cell::Cell<u64>,
+    pub ran: std::cell::Cell<u64>,
+}
+
+fn bump(c: &std::cell::Cell<u64>) {
+    c.set(c.get().wrapping_add(1));
+}
+
 /// A `ctl:ruleRemoveTarget*` in force for this transaction.
 #[derive(Debug, Clone)]
 pub(crate) struct TargetRemoval {
@@ -422,9 +434,11 @@ fn op_matches(t: &Transaction, link: &Rule, ctx: &Ctx<'_>, v: &Val<'_>, stable: 
             Scan::new(v.bytes(), &t.rs.prefilter).satisfies(req)
         };
         if !possible {
+            bump(&t.probe.skipped);
             return link.negated;
         }
     }
+    bump(&t.probe.ran);
     let m = match (&link.operator, stable) {
         (Operator::DetectSqli, true) => match t.cache.borrow_mut().sqli(v) {
             Some(fp) => {
@@ -478,14 +492,21 @@ fn group(t: &Transaction, link: &Rule, head: &Rule) -> Option<std::rc::Rc<Vec<Pr
     }
     let sig = sig.wrapping_mul(0x9e37_79b9) ^ mask;
     let key = (sig, link.chain_id);
-    if let Some(g) = t.cache.borrow().groups.get(&key) {
-        return Some(g.clone());
+    let found = t.cache.borrow().groups.get(&key).cloned();
+    if let Some(g) = found {
+        let mut cache = t.cache.borrow_mut();
+        cache.stats.groups_reused += 1;
+        if let Some(s) = cache.group_stats.as_mut().and_then(|m| m.get_mut(&key)) {
+            s.reused += 1;
+        }
+        return Some(g);
     }
     let list = raw_list(t, sig, link, head)?;
     let mut cache = t.cache.borrow_mut();
     let mut out = Vec::with_capacity(list.len());
     for item in list.iter() {
         let val = if item.raw.len() <= 4096 && untouched(&item.bytes, &link.chain_trigger) {
+            cache.stats.chains_untouched += 1;
             item.raw.clone()
         } else {
             match cache.chain(Val::R(item.raw.clone()), link.chain_id, &link.transforms).0 {
@@ -496,6 +517,12 @@ fn group(t: &Transaction, link: &Rule, head: &Rule) -> Option<std::rc::Rc<Vec<Pr
         out.push(Prepared { prefix: item.prefix, key: item.key.clone(), val, scan: std::cell::OnceCell::new() });
     }
     let g = std::rc::Rc::new(out);
+    cache.stats.groups_built += 1;
+    if let Some(m) = cache.group_stats.as_mut() {
+        let s = m.entry(key).or_insert_with(|| super::profile::GroupStat { name: super::profile::group_name(link), ..Default::default() });
+        s.built += 1;
+        s.values += g.len() as u64;
+    }
     cache.groups.insert(key, g.clone());
     Some(g)
 }
@@ -533,9 +560,11 @@ fn eval_link(t: &Transaction, link: &Rule, head: &Rule, hits: &mut HitPool) {
         let ctx = Ctx { t, rule: Some(head) };
         let mut caps = Captures::default();
         for p in g.iter() {
+            bump(&t.probe.values);
             if let Some(req) = &link.prefilter {
                 let scan = p.scan.get_or_init(|| t.cache.borrow_mut().scan_rc(&p.val, &t.rs.prefilter));
                 if !scan.satisfies(req) {
+                    bump(&t.probe.skipped);
                     if link.negated {
                         hits.push(&|o: &mut String| p.write_name(o), &p.val, link.capture.then_some(&[][..]));
                     }
@@ -560,6 +589,7 @@ fn eval_link(t: &Transaction, link: &Rule, head: &Rule, hits: &mut HitPool) {
     }
     let mut caps = Captures::default();
     for item in &values {
+        bump(&t.probe.values);
         let record = |v: &Val<'_>, hits: &mut HitPool, caps: &Captures| {
             hits.push(&|o: &mut String| item.name.write(o), v.bytes(), link.capture.then_some(&caps.0[..]));
         };
@@ -571,6 +601,10 @@ fn eval_link(t: &Transaction, link: &Rule, head: &Rule, hits: &mut HitPool) {
         if link.multi_match {
             if op_matches(t, link, &ctx, &cur, stable, &mut caps, true) {
                 record(&cur, hits, &caps);
+            }
+            // No step can change this value: the transformed values are all the same one.
+            if cur.bytes().len() <= 512 && untouched(&byte_set(cur.bytes()), &link.chain_trigger) {
+                continue;
             }
             for tf in &link.transforms {
                 let (next, changed) = step(t, stable, cur, *tf);
@@ -590,6 +624,7 @@ fn eval_link(t: &Transaction, link: &Rule, head: &Rule, hits: &mut HitPool) {
             if let Some(req) = &link.prefilter {
                 let scan = t.cache.borrow_mut().chain_scan(handle, &v, &t.rs.prefilter);
                 if scan.is_some_and(|s| !s.satisfies(req)) {
+                    bump(&t.probe.skipped);
                     // The regex cannot match: the operator is false.
                     if link.negated {
                         caps.0.clear();
@@ -625,6 +660,28 @@ const CAPTURE_KEYS: [&str; 10] = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "
 /// expansion (with the last link's captures, as the CRS tests expect), logging
 /// and the disruptive action wait for the whole chain.
 fn eval_rule(t: &mut Transaction, rule: &Rule, phase: u8) -> Option<Disruptive> {
+    if t.profile.is_none() {
+        return eval_rule_inner(t, rule, phase);
+    }
+    let before = (t.probe.values.get(), t.probe.skipped.get(), t.probe.ran.get());
+    let start = std::time::Instant::now();
+    let decision = eval_rule_inner(t, rule, phase);
+    let nanos = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    let after = (t.probe.values.get(), t.probe.skipped.get(), t.probe.ran.get());
+    if let Some(p) = t.profile.as_mut() {
+        let s = p.rules.entry(rule.id).or_default();
+        s.phase = phase;
+        s.evals += 1;
+        s.values += after.0.wrapping_sub(before.0);
+        s.skipped += after.1.wrapping_sub(before.1);
+        s.ran += after.2.wrapping_sub(before.2);
+        s.matched += u64::from(decision.is_some());
+        s.nanos += nanos;
+    }
+    decision
+}
+
+fn eval_rule_inner(t: &mut Transaction, rule: &Rule, phase: u8) -> Option<Disruptive> {
     t.matched.n = 0;
     let mut pool = std::mem::take(&mut t.hit_pool);
     let mut link = Some(rule);

@@ -9,6 +9,7 @@
 mod cache;
 mod eval;
 mod log;
+pub mod profile;
 mod request;
 mod time;
 
@@ -79,6 +80,10 @@ pub struct Transaction {
     cache: std::cell::RefCell<cache::Cache>,
     /// Reused match buffers.
     hit_pool: eval::HitPool,
+    /// Counters of the rule being evaluated (values, prefilter skips, operator runs).
+    pub(crate) probe: eval::Probe,
+    /// Per-rule statistics, when profiling (`wafer profile`).
+    pub(crate) profile: Option<Box<profile::Profile>>,
 }
 
 impl Transaction {
@@ -106,7 +111,25 @@ impl Transaction {
             response_body_full: false,
             cache: std::cell::RefCell::new(cache::Cache::sized(rs.rule_count())),
             hit_pool: Default::default(),
+            probe: Default::default(),
+            profile: None,
         }
+    }
+
+    /// Collects per-rule statistics from now on (see [`profile::Profile`]).
+    pub fn enable_profile(&mut self) {
+        self.profile = Some(Box::default());
+        self.cache.get_mut().group_stats = Some(Default::default());
+    }
+
+    /// The statistics of this transaction (with the memo table counters).
+    pub fn take_profile(&mut self) -> Option<profile::Profile> {
+        let mut p = *self.profile.take()?;
+        let cache = self.cache.get_mut();
+        p.transactions = 1;
+        p.cache = cache.stats;
+        p.groups = cache.group_stats.take().unwrap_or_default();
+        Some(p)
     }
 
     pub fn process_connection(&mut self, client_ip: &str, client_port: u16, server_ip: &str, server_port: u16) {

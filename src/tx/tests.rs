@@ -172,3 +172,35 @@ fn exclusions_and_counts() {
     assert_eq!(blocked_by(&rs, "GET", "/?a&b&c&d", &[], b""), Some(2));
     assert_eq!(blocked_by(&rs, "GET", "/", &[("Cookie", "SESSID=xyz")], b""), Some(3));
 }
+
+/// The profile counts what the prefilter skipped, what ran, what matched, and the memo tables.
+#[test]
+fn profile_counts_prefilter_skips_runs_and_matches() {
+    let rs = rules(
+        r#"SecRuleEngine DetectionOnly
+SecRule ARGS "@rx (?i)union\s+select" "id:10,phase:1,pass,t:none,t:lowercase"
+SecRule ARGS "@rx sel" "id:11,phase:1,pass,t:none,t:lowercase"
+SecRule ARGS "@pm nikto sqlmap" "id:12,phase:1,pass,t:none"
+"#,
+    );
+    let mut tx = Transaction::new(rs.clone(), "p".into());
+    tx.enable_profile();
+    tx.process_uri("/?a=hello&b=UNION%20SELECT%201&c=x", "GET", "HTTP/1.1");
+    let _ = tx.process_request_headers();
+    let p = tx.take_profile().unwrap();
+    let r10 = &p.rules[&10];
+    assert_eq!((r10.evals, r10.values, r10.matched), (1, 3, 1));
+    // Only the value with "select" in it reaches the regex.
+    assert_eq!((r10.skipped, r10.ran), (2, 1));
+    // Same targets and chain: rule 11 reuses rule 10's prepared list and scans.
+    assert_eq!(p.rules[&11].ran, 1);
+    assert_eq!(p.cache.groups_reused, 1);
+    // One scan per distinct value: the 3 lowercased ones, plus the raw "UNION SELECT 1" for the
+    // @pm (t:none); "hello" and "x" are the same bytes in both lists.
+    assert_eq!((p.cache.scans_computed, p.cache.scans_reused), (4, 2), "{:?}", p.cache);
+    // No scanner name anywhere: the @pm never runs.
+    assert_eq!((p.rules[&12].skipped, p.rules[&12].ran), (3, 0));
+    let report = p.report(&rs, 10);
+    assert!(report.contains("| 10 | 1 | @rx |"), "{report}");
+    assert!(report.contains("rule 10: `t:lowercase` before `@rx`"), "{report}");
+}
