@@ -120,6 +120,44 @@ fn plugin_config(doc: &Value) -> String {
     serde_json::to_string(&doc["spec"]["pluginConfig"]).expect("pluginConfig as JSON")
 }
 
+/// What wafer answers to a GET (None: passes), natively, and whether any rule logged.
+fn verdict(waf: &wafer::Waf, host: &str, uri: &str) -> (Option<u16>, bool) {
+    let Some(rs) = waf.ruleset_for(host) else {
+        return (None, false);
+    };
+    let mut tx = wafer::Transaction::new(rs, "ship-1".into());
+    tx.process_connection("127.0.0.1", 12345, "127.0.0.1", 80);
+    tx.process_uri(uri, "GET", "HTTP/1.1");
+    tx.add_request_header(b"Host", host.as_bytes());
+    tx.add_request_header(b"User-Agent", b"curl/8.5.0");
+    tx.add_request_header(b"Accept", b"*/*");
+    let verdict = tx.process_request_headers().or_else(|| tx.process_request_body());
+    (verdict.map(|i| i.status), !tx.take_log_lines().is_empty())
+}
+
+/// What each manifest's comments promise, per (host, URI): the status (None: passes) and
+/// whether rules must have logged.
+fn promised(file: &str) -> Vec<(&'static str, &'static str, Option<u16>, bool)> {
+    let sqli = SQLI;
+    match file {
+        "ingress-gateway.yaml" => vec![("shop.example.com", sqli, Some(403), true), ("shop.example.com", "/products?page=2", None, false)],
+        // Detection only: the attack is logged, not refused.
+        "sidecar-detection-pl2.yaml" => vec![("shop.example.com", sqli, None, true)],
+        "per-authority.yaml" => vec![
+            ("shop.example.com", sqli, Some(403), true),
+            ("api.example.com", sqli, Some(403), true),
+            ("status.example.com", sqli, Some(403), true),
+            ("www.example.com", "/products?page=2", None, false),
+        ],
+        "path-exclusion.yaml" => vec![
+            ("shop.example.com", "/search?q=1%27%20or%201=1--", None, false),
+            ("shop.example.com", "/other?q=1%27%20or%201=1--", Some(403), true),
+            ("shop.example.com", "/login?password=1%27%20or%201=1--", None, false),
+        ],
+        _ => Vec::new(),
+    }
+}
+
 #[test]
 fn istio_manifests_are_valid_wasmplugins_and_wafer_accepts_their_config() {
     let crd = crd();
@@ -146,6 +184,16 @@ fn istio_manifests_are_valid_wasmplugins_and_wafer_accepts_their_config() {
             Ok(waf) => {
                 if waf.ruleset_for("www.example.com").is_none() {
                     failures.push(format!("{file}: no rule set for an unlisted host"));
+                }
+                let cases = promised(file);
+                if cases.is_empty() {
+                    failures.push(format!("{file}: no expectations in promised(): add them"));
+                }
+                for (host, uri, status, logged) in cases {
+                    let got = verdict(&waf, host, uri);
+                    if got != (status, logged) {
+                        failures.push(format!("{file}: {host} GET {uri}: got {got:?}, want {:?}", (status, logged)));
+                    }
                 }
             }
             Err(e) => failures.push(format!("{file}: wafer refuses pluginConfig: {e}")),
