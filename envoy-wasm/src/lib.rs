@@ -5,6 +5,7 @@
 //!
 //! | proxy-wasm callback                   | engine                                                      |
 //! |---------------------------------------|-------------------------------------------------------------|
+//! | root `on_vm_start`                    | logs the build identity, sets the build gauge ([`build_info`]) |
 //! | root `on_configure`                   | [`wafer::Waf::from_json`] once per plugin configuration       |
 //! | `on_http_request_headers`             | connection, URI, headers, phase 1 (and phase 2 without body)  |
 //! | `on_http_request_body` / `_trailers`  | `append_request_body` per new slice, phase 2 at end of stream |
@@ -44,6 +45,7 @@
 // SAFETY: wasm32 without the atomics feature has a single thread.
 static ALLOC: wafer::alloc::ClassAlloc = unsafe { wafer::alloc::ClassAlloc::new() };
 
+mod build_info;
 mod host;
 mod http;
 mod metrics;
@@ -80,6 +82,12 @@ struct WaferRoot {
 impl Context for WaferRoot {}
 
 impl RootContext for WaferRoot {
+    fn on_vm_start(&mut self, _vm_configuration_size: usize) -> bool {
+        // What runs, before any configuration: version, git revision, embedded rules, CRS.
+        build_info::announce();
+        true
+    }
+
     fn on_configure(&mut self, _plugin_configuration_size: usize) -> bool {
         let config = match hostcalls::get_buffer(BufferType::PluginConfiguration, 0, usize::MAX) {
             Ok(bytes) => bytes.unwrap_or_default(),

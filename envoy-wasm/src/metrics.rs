@@ -4,7 +4,12 @@
 //! [`wafer::Waf::metric_labels`] in order (label keys and values sanitized to
 //! `[A-Za-z0-9_-]`). Envoy shows them with its `wasmcustom.` prefix, e.g.
 //! `wasmcustom.wafer.transactions` in `/stats`. To turn the label segments into Prometheus
-//! tags, add a `stats_config.stats_tags` regex in the Envoy bootstrap.
+//! tags, add a `stats_config.stats_tags` regex in the Envoy bootstrap
+//! (`examples/remote-fetch/envoy.yaml` has them for `rule_id`, `phase` and the build gauge).
+//!
+//! Per-rule counters are `wafer[...].rule_interruptions.phase.<1-4>.rule_id.<id>`: their own
+//! name, not `interruptions.*`, so that once the tags are extracted they do not share a
+//! Prometheus metric with the `interruptions` total.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -19,8 +24,8 @@ pub(crate) struct Metrics {
     transactions: Option<u32>,
     interruptions: Option<u32>,
     errors: Option<u32>,
-    /// Rule id -> counter id (`None` when the host refused to define it; not retried).
-    per_rule: RefCell<HashMap<u64, Option<u32>>>,
+    /// (rule id, phase) -> counter id (`None` when the host refused to define it; not retried).
+    per_rule: RefCell<HashMap<(u64, u8), Option<u32>>>,
 }
 
 impl Metrics {
@@ -44,14 +49,14 @@ impl Metrics {
         increment(self.errors);
     }
 
-    pub(crate) fn interruption(&self, rule_id: Option<u64>) {
+    pub(crate) fn interruption(&self, rule_id: Option<u64>, phase: u8) {
         increment(self.interruptions);
         let Some(rule_id) = rule_id else { return };
         let Ok(mut per_rule) = self.per_rule.try_borrow_mut() else {
             return;
         };
-        let id = *per_rule.entry(rule_id).or_insert_with(|| {
-            define_counter(&format!("{}.interruptions.rule_id.{rule_id}", self.prefix))
+        let id = *per_rule.entry((rule_id, phase)).or_insert_with(|| {
+            define_counter(&rule_counter_name(&self.prefix, rule_id, phase))
         });
         increment(id);
     }
@@ -66,6 +71,10 @@ fn metric_prefix(labels: &[(String, String)]) -> String {
         prefix.push_str(&metric_segment(value));
     }
     prefix
+}
+
+fn rule_counter_name(prefix: &str, rule_id: u64, phase: u8) -> String {
+    format!("{prefix}.rule_interruptions.phase.{phase}.rule_id.{rule_id}")
 }
 
 fn define_counter(name: &str) -> Option<u32> {
@@ -90,5 +99,10 @@ mod tests {
             ("env".to_string(), "prod".to_string()),
         ];
         assert_eq!(metric_prefix(&labels), "wafer.owner.team_a.env.prod");
+    }
+
+    #[test]
+    fn per_rule_counter_names() {
+        assert_eq!(rule_counter_name("wafer", 949110, 2), "wafer.rule_interruptions.phase.2.rule_id.949110");
     }
 }

@@ -129,10 +129,11 @@ impl CrsConfig {
                     None => format!("ctl:ruleRemoveByTag={tag}"),
                 });
             }
-            if !e.rule_ids.is_empty() {
+            // One ctl per id: a ctl action takes one id (or range), as in ModSecurity.
+            for id in &e.rule_ids {
                 ctls.push(match &e.target {
-                    Some(t) => format!("ctl:ruleRemoveTargetById={};{t}", ids(&e.rule_ids)),
-                    None => format!("ctl:ruleRemoveById={}", ids(&e.rule_ids)),
+                    Some(t) => format!("ctl:ruleRemoveTargetById={id};{t}"),
+                    None => format!("ctl:ruleRemoveById={id}"),
                 });
             }
             if let Some(t) = &e.target {
@@ -202,6 +203,16 @@ pub fn default_directives() -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn several_ids_for_one_path_compile() {
+        // One ctl per id (a comma list is not a ctl argument); found by istio/path-exclusion.yaml.
+        let c: CrsConfig = serde_json::from_str(r#"{"exclusions":[{"rule_ids":[942100,942200],"path_prefix":"/search"}]}"#).unwrap();
+        let mut lines = default_directives();
+        assert!(c.apply(&mut lines).unwrap());
+        assert!(lines.iter().any(|l| l.ends_with("ctl:ruleRemoveById=942100,ctl:ruleRemoveById=942200\"")), "{lines:?}");
+        crate::Ruleset::compile("t", &lines.join("\n")).unwrap();
+    }
 
     #[test]
     fn settings_land_between_setup_and_rules() {

@@ -848,7 +848,7 @@ pub(crate) fn run_phase(t: &mut Transaction, rs: &Ruleset, phase: u8) -> Option<
                 if phase == 5 {
                     return None;
                 }
-                return Some(Interruption { status, rule_id: Some(rule.id), action });
+                return Some(Interruption { status, rule_id: Some(rule.id), phase, action });
             }
             Disruptive::Allow(scope) => {
                 t.set_allow(scope);

@@ -35,6 +35,8 @@ pub struct Interruption {
     pub status: u16,
     /// The rule that decided, `None` for engine decisions (body limit).
     pub rule_id: Option<u64>,
+    /// The phase (1-4) in which it was decided.
+    pub phase: u8,
     pub action: InterruptAction,
 }
 
@@ -178,7 +180,7 @@ impl Transaction {
                 }
                 LimitAction::Reject => {
                     if self.engine == EngineMode::On {
-                        let i = Interruption { status: 413, rule_id: None, action: InterruptAction::Deny };
+                        let i = Interruption { status: 413, rule_id: None, phase: 2, action: InterruptAction::Deny };
                         self.logs.push(log::engine_line(self, "Request body is larger than the configured limit (SecRequestBodyLimit)", 413));
                         self.interruption = Some(i.clone());
                         return BodyAppend::Interrupt(i);
@@ -238,7 +240,7 @@ impl Transaction {
             self.req.response_body.extend_from_slice(chunk.get(..room).unwrap_or(chunk));
             self.response_body_full = true;
             if s.response_body_limit_action == LimitAction::Reject && self.engine == EngineMode::On {
-                let i = Interruption { status: 500, rule_id: None, action: InterruptAction::Deny };
+                let i = Interruption { status: 500, rule_id: None, phase: 4, action: InterruptAction::Deny };
                 self.interruption = Some(i.clone());
                 return BodyAppend::Interrupt(i);
             }

@@ -88,8 +88,8 @@ fn response_phases_and_redirect() {
         failures.push("redirect: the upstream saw the request".into());
     }
 
-    for rule in ["9001", "9002", "9003"] {
-        let counter = format!("wasmcustom.wafer.interruptions.rule_id.{rule}");
+    for (rule, phase) in [("9001", 4), ("9002", 3), ("9003", 1)] {
+        let counter = format!("wasmcustom.wafer.rule_interruptions.phase.{phase}.rule_id.{rule}");
         if fx.envoy.counter(&counter) != 1 {
             failures.push(format!(
                 "{counter} = {} (want 1)",

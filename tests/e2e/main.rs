@@ -11,13 +11,16 @@
 //! - `custom_rules`: response phases, redirect and the response body limit, with rules of our own;
 //! - `config_errors`: bad plugin configurations are refused with a position;
 //! - `examples`: `envoy --mode validate` on the configurations under `examples/`;
-//! - `edge_cases`: malformed JSON, invalid percent-encoding, body limits (Reject, ProcessPartial).
+//! - `edge_cases`: malformed JSON, invalid percent-encoding, body limits (Reject, ProcessPartial);
+//! - `ship`: the OCI image through a real registry, `istio/` manifests against the CRD, Envoy's
+//!   remote fetch with sha256, build identity and Prometheus labels.
 
 mod cases;
 mod config_errors;
 mod custom_rules;
 mod examples;
 mod plumbing;
+mod ship;
 mod tiers;
 mod edge_cases;
 

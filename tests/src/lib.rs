@@ -7,4 +7,6 @@
 pub mod client;
 pub mod crs;
 pub mod envoy;
+pub mod openapi;
+pub mod registry;
 pub mod upstream;
