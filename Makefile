@@ -9,6 +9,7 @@
 #   make bench   wafer (4 rule tiers) vs vanilla Envoy vs nginx + ModSecurity v3 with the same CRS,
 #                pinned to CPU 0 / 1 (~15 min): bench/results/<date>.{md,json,png} (see bench/README.md)
 #   make bench-quick  a few of those cells, ~5 s each (~2 min): bench/results/<date>-quick.*
+#   make bench-engine  criterion micro-benchmarks of the native engine (bench/benches/engine.rs)
 #   make bench-tools  what bench needs: nginx + ModSecurity, wrk, oha, a venv with matplotlib
 #   make oci     OCI images of target/wafer.wasm without a container engine: target/oci/ (image
 #                layout, tags <version> and <version>-artifact) and target/wafer-oci.tar
@@ -144,6 +145,12 @@ bench: tools wasm bench-tools
 
 bench-quick: tools wasm bench-tools
 	$(BENCH_RUN) --mode quick
+
+# Criterion micro-benchmarks of the native engine (bench/benches/engine.rs): CRS PL1 compile,
+# GET, 1/10/50 KB JSON POST, attack GET, each checking its verdict.
+.PHONY: bench-engine
+bench-engine: tools-rust
+	$(CARGO) bench -p wafer-bench -j $(JOBS)
 
 # The pinned OWASP CRS release into ./crs (git-ignored), content-verified; for users with
 # internet (CI uses CRS_DIR=../shared/coreruleset, checked by crs-verify in `make test`).
