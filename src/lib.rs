@@ -18,6 +18,7 @@ pub mod actions;
 pub mod embedded;
 pub mod error;
 pub mod operators;
+pub mod protect;
 pub mod seclang;
 pub mod transforms;
 pub mod vars;

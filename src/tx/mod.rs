@@ -10,7 +10,7 @@ mod cache;
 mod eval;
 mod log;
 mod request;
-mod time;
+pub(crate) mod time;
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -11,7 +11,8 @@
 //! - `custom_rules`: response phases, redirect and the response body limit, with rules of our own;
 //! - `config_errors`: bad plugin configurations are refused with a position;
 //! - `examples`: `envoy --mode validate` on the configurations under `examples/`;
-//! - `edge_cases`: malformed JSON, invalid percent-encoding, body limits (Reject, ProcessPartial).
+//! - `edge_cases`: malformed JSON, invalid percent-encoding, body limits (Reject, ProcessPartial);
+//! - `protect`: IP lists, rate limits, behaviour scoring, hardening, request log (two workers).
 
 mod cases;
 mod config_errors;
@@ -20,6 +21,7 @@ mod examples;
 mod plumbing;
 mod tiers;
 mod edge_cases;
+mod protect;
 
 use std::time::Duration;
 
