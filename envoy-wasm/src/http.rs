@@ -382,7 +382,11 @@ impl HttpContext for WaferHttp {
         } else {
             String::from_utf8_lossy(request_id).into_owned()
         };
+        let persistent = ruleset.uses_persistent_collections();
         let mut tx = Transaction::new(ruleset, self.unique_id.clone());
+        if persistent {
+            tx.set_collection_store(std::sync::Arc::new(crate::protect::SharedCollections));
+        }
 
         let source = host::property(&["source", "address"]).unwrap_or_default();
         let destination = host::property(&["destination", "address"]).unwrap_or_default();

@@ -560,3 +560,48 @@ fn harden_cookies(rule: &wafer::protect::headers::CookieRule) {
         let _ = hostcalls::add_map_value_bytes(MapType::HttpResponseHeaders, "set-cookie", value);
     }
 }
+
+/// Slots per persistent collection (IP, USER, ...): bounds shared data like the rate limiter.
+const COLLECTION_SLOTS: u32 = 65_536;
+
+/// SecLang persistent collections (`initcol`) in shared data: one record per collection key,
+/// in one of [`COLLECTION_SLOTS`] slots per collection (the record names its key, so a slot
+/// taken over by another key reads as empty). Updates are compare-and-swap loops.
+pub(crate) struct SharedCollections;
+
+fn collection_slot_key(collection: &str, key: &str) -> String {
+    let h = rate_limit::fnv1a(&[collection.as_bytes(), key.as_bytes()]);
+    format!(
+        "wafer.col.{collection}.{}",
+        rate_limit::slot(h, COLLECTION_SLOTS)
+    )
+}
+
+impl wafer::tx::persist::CollectionStore for SharedCollections {
+    fn load(&self, collection: &str, key: &str) -> Option<Vec<u8>> {
+        hostcalls::get_shared_data(&collection_slot_key(collection, key))
+            .ok()
+            .and_then(|(v, _)| v)
+    }
+
+    fn update(
+        &self,
+        collection: &str,
+        key: &str,
+        f: &mut dyn FnMut(Option<&[u8]>) -> Vec<u8>,
+    ) -> bool {
+        let slot = collection_slot_key(collection, key);
+        for _ in 0..CAS_ATTEMPTS {
+            let Ok((value, cas)) = hostcalls::get_shared_data(&slot) else {
+                return false;
+            };
+            let new = f(value.as_deref());
+            match hostcalls::set_shared_data(&slot, Some(&new), cas) {
+                Ok(()) => return true,
+                Err(Status::CasMismatch) => continue,
+                Err(_) => return false,
+            }
+        }
+        false
+    }
+}

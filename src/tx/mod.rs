@@ -11,6 +11,7 @@ mod eval;
 mod log;
 mod request;
 pub(crate) mod time;
+pub mod persist;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -79,6 +80,10 @@ pub struct Transaction {
     cache: std::cell::RefCell<cache::Cache>,
     /// Reused match buffers.
     hit_pool: eval::HitPool,
+    /// Where `initcol` collections live (set by the host); none: per transaction only.
+    pub(crate) store: Option<Arc<dyn persist::CollectionStore>>,
+    /// Collections loaded by `initcol` in this transaction.
+    pub(crate) collections: Vec<persist::Loaded>,
 }
 
 impl Transaction {
@@ -106,6 +111,28 @@ impl Transaction {
             response_body_full: false,
             cache: std::cell::RefCell::new(cache::Cache::sized(rs.rule_count())),
             hit_pool: Default::default(),
+            store: None,
+            collections: Vec::new(),
+        }
+    }
+
+    /// Gives the transaction a store for persistent collections (`initcol`). Hosts call it
+    /// only when [`Ruleset::uses_persistent_collections`] says a rule needs one.
+    pub fn set_collection_store(&mut self, store: Arc<dyn persist::CollectionStore>) {
+        self.store = Some(store);
+    }
+
+    /// Writes the changes to persistent collections (done by [`Transaction::process_logging`];
+    /// at most once).
+    fn persist_collections(&mut self) {
+        let Some(store) = self.store.clone() else { return };
+        for col in &mut self.collections {
+            if col.journal.is_empty() {
+                continue;
+            }
+            let journal = std::mem::take(&mut col.journal);
+            let now = persist::now_ms();
+            let _ = store.update(&col.name, &col.key, &mut |cur| persist::replay(cur, &col.key, &journal, now));
         }
     }
 
@@ -235,6 +262,7 @@ impl Transaction {
     pub fn process_logging(&mut self) {
         // Logging always runs, even after an interruption.
         let _ = self.run_phase(5);
+        self.persist_collections();
     }
 
     /// Log lines of rules that matched with `log`, since the last call.

@@ -405,3 +405,52 @@ fn protections_off_change_nothing() {
     let stats = admin_get(fx.envoy.admin, "/stats?filter=wafer.protect").unwrap_or_default();
     assert!(!stats.contains("protect"), "{stats}");
 }
+
+#[test]
+fn persistent_collections_in_shared_data() {
+    // A classic ModSecurity brute-force rule: IP and GLOBAL collections, setvar + expirevar.
+    let rules = [
+        "SecRuleEngine On",
+        "SecAction \"id:1,phase:1,nolog,pass,initcol:ip=%{remote_addr},initcol:global=global\"",
+        "SecRule REQUEST_FILENAME \"@streq /login\" \"id:2,phase:1,deny,status:429,log,msg:'brute force: %{ip.login_attempts} attempts',chain\"",
+        "  SecRule IP:login_attempts \"@ge 3\" \"t:none\"",
+        "SecRule REQUEST_FILENAME \"@streq /login\" \"id:3,phase:1,nolog,pass,setvar:ip.login_attempts=+1,expirevar:ip.login_attempts=600\"",
+        "SecAction \"id:4,phase:1,nolog,pass,setvar:global.requests=+1\"",
+        "SecRule REQUEST_FILENAME \"@streq /count\" \"id:5,phase:1,deny,status:418,msg:'%{global.requests}',log\"",
+    ];
+    let list: Vec<String> = rules
+        .iter()
+        .map(|r| wafer_tests::envoy::json_string(r))
+        .collect();
+    let config = format!(
+        r#"{{"directives_map":{{"default":[{}]}},"default_directives":"default"}}"#,
+        list.join(",")
+    );
+    let fx = start("collections", &config);
+    let mut statuses = Vec::new();
+    for i in 0..8 {
+        statuses.push(
+            fx.send(&Request::get("/login").header("x-request-id", &format!("bf-{i}")))
+                .status,
+        );
+        // Collections are written when a transaction ends (phase 5), as in ModSecurity.
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    assert_eq!(statuses, [200, 200, 200, 429, 429, 429, 429, 429]);
+    for i in 0..4 {
+        assert_eq!(fx.send(&Request::get(&format!("/other{i}"))).status, 200);
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    fx.assert_both_workers();
+    // GLOBAL counted the requests of both workers that reached rule 4: 3 logins (the 5
+    // refused ones stopped at rule 2), 4 others, and this one.
+    let live = fx.envoy.live().expect("captured log").clone();
+    let mark = live.end();
+    assert_eq!(fx.send(&Request::get("/count")).status, 418);
+    assert!(
+        live.wait_for(mark, Duration::from_secs(5), |l| l.contains("[id \"5\"]")
+            && l.contains("[msg \"8\"]"))
+            .is_some(),
+        "GLOBAL:requests is not 8"
+    );
+}
