@@ -454,3 +454,50 @@ fn persistent_collections_in_shared_data() {
         "GLOBAL:requests is not 8"
     );
 }
+
+#[test]
+fn a_hanging_collector_slows_no_request() {
+    // A collector that accepts connections and never answers.
+    let sink = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let sink_addr = sink.local_addr().expect("addr");
+    let held = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let held2 = held.clone();
+    std::thread::spawn(move || {
+        for conn in sink.incoming().flatten() {
+            if let Ok(mut h) = held2.lock() {
+                h.push(conn);
+            }
+        }
+    });
+    let cluster = format!(
+        r#"  - name: slowlog
+    connect_timeout: 1s
+    type: STATIC
+    load_assignment:
+      cluster_name: slowlog
+      endpoints:
+      - lb_endpoints:
+        - endpoint:
+            address: {{ socket_address: {{ address: 127.0.0.1, port_value: {} }} }}
+  - name: upstream
+"#,
+        sink_addr.port()
+    );
+    let fx = start_yaml(
+        "slowcollector",
+        r#"{"request_log":{"mode":"all","proxy_log":false,"collector":{"cluster":"slowlog","batch_size":1,"timeout_ms":10000}}}"#,
+        |y| y.replacen("  - name: upstream\n", &cluster, 1),
+    );
+    let started = Instant::now();
+    for i in 0..20 {
+        assert_eq!(fx.send(&Request::get(&format!("/q{i}"))).status, 200);
+    }
+    let took = started.elapsed();
+    // 20 requests, each dispatching a batch to a collector that never answers (10 s timeout).
+    assert!(took < Duration::from_secs(3), "20 requests took {took:?}");
+    assert!(fx.envoy.counter("wasmcustom.wafer.protect.log_lines_sent") >= 20);
+    assert!(
+        !held.lock().map(|h| h.is_empty()).unwrap_or(true),
+        "the collector was never called"
+    );
+}
