@@ -115,6 +115,8 @@ ALL_TARGETS = [
     ("wafer-crs-pl1", "wafer CRS PL1", "envoy", wafer_config(CRS_PL1)),
     ("wafer-crs-pl2", "wafer CRS PL2", "envoy", wafer_config(CRS_PL2)),
     ("wafer-crs-pl1-all", "wafer CRS PL1 + every protection", "envoy", dict(wafer_config(CRS_PL1), **ALL_PROTECTIONS)),
+    # Only with TARGETS=...: the protections alone (no rule set), their cost against vanilla Envoy.
+    ("wafer-protect-only", "wafer, every protection, no rules", "envoy", ALL_PROTECTIONS),
     ("modsec-crs-pl1", "nginx+ModSecurity CRS PL1", "nginx", 1),
     ("modsec-crs-pl2", "nginx+ModSecurity CRS PL2", "nginx", 2),
 ]
@@ -125,7 +127,7 @@ ALL_SHAPES = [("get", "GET", None), ("post1k", "POST 1 KB", "peers:body-1k.json"
 POST_PATH = "/api/v1/orders"
 
 MODES = {
-    "full": dict(targets=[t[0] for t in ALL_TARGETS], shapes=[s[0] for s in ALL_SHAPES],
+    "full": dict(targets=[t[0] for t in ALL_TARGETS if t[0] != "wafer-protect-only"], shapes=[s[0] for s in ALL_SHAPES],
                  rate_shapes=[s[0] for s in ALL_SHAPES], duration=10, warmup=2, rate_duration=12,
                  ready_runs=3, ref_duration=4, budget=1140, retries=2),
     "quick": dict(targets=["envoy", "wafer-headers-only", "wafer-targeted", "wafer-crs-pl1"],
