@@ -394,6 +394,9 @@ impl HttpContext for WaferHttp {
         let destination = String::from_utf8_lossy(&destination);
         let (client_ip, client_port) = host::split_address(&source);
         let (server_ip, server_port) = host::split_address(&destination);
+        // With `client_ip` configured, REMOTE_ADDR is the client it designates.
+        let client = self.protect.as_ref().and_then(|p| p.configured_client());
+        let client_ip = client.as_deref().unwrap_or(client_ip);
         tx.process_connection(client_ip, client_port, server_ip, server_port);
 
         self.protocol = host::property(&["request", "protocol"])

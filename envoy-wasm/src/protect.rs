@@ -85,6 +85,8 @@ pub(crate) struct Reply {
 #[derive(Default)]
 pub(crate) struct StreamProtect {
     client: Option<IpAddr>,
+    /// `client_ip` is configured (trusted hops or a header): `client` may differ from the peer.
+    from_config: bool,
     /// On the allow list: no protection and no rules.
     pub(crate) bypass: bool,
     /// Which protection answered this stream, if one did.
@@ -161,6 +163,7 @@ pub(crate) fn request_headers(
             Vec::new()
         };
     st.client = p.client_address(peer, header_ip, &xff);
+    st.from_config = p.trusted_hops > 0 || p.client_ip_header.is_some();
     let client = st.client;
 
     if p.request_log.is_some() {
@@ -372,6 +375,16 @@ impl StreamProtect {
             });
         }
         None
+    }
+
+    /// The client address when `client_ip` designates one other than the peer (trusted
+    /// hops or a header): the rules' `REMOTE_ADDR` then.
+    pub(crate) fn configured_client(&self) -> Option<String> {
+        if self.from_config {
+            self.client.map(|c| c.to_string())
+        } else {
+            None
+        }
     }
 
     /// Keeps the engine's rule lines for the request log.

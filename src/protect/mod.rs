@@ -639,6 +639,20 @@ mod tests {
         assert_eq!(h.max_request_body, Some(10));
     }
 
+    /// The example of README "Protections beyond rules" compiles (the README stays true).
+    #[test]
+    fn readme_example_compiles() {
+        let readme = include_str!("../../README.md");
+        let start = readme.find("## Protections beyond rules").unwrap();
+        let block = &readme[start..];
+        let json = &block[block.find("```json\n").unwrap() + 8..];
+        let json = &json[..json.find("```").unwrap()];
+        let cfg = PluginConfig::parse(json.as_bytes()).unwrap();
+        let p = Protect::compile(&cfg.protect_config()).unwrap().unwrap();
+        assert!(p.ip_lists.is_some() && p.rate_limit.is_some() && p.scoring.is_some() && p.hardening.is_some() && p.request_log.is_some());
+        assert_eq!(p.trusted_hops, 1);
+    }
+
     #[test]
     fn cookie_values() {
         assert_eq!(cookie_value(b"a=1; sid=x y ; b=2", b"sid"), Some(&b"x y"[..]));

@@ -423,35 +423,38 @@ fn persistent_collections_in_shared_data() {
         .map(|r| wafer_tests::envoy::json_string(r))
         .collect();
     let config = format!(
-        r#"{{"directives_map":{{"default":[{}]}},"default_directives":"default"}}"#,
+        r#"{{"client_ip":{{"trusted_hops":1}},"directives_map":{{"default":[{}]}},"default_directives":"default"}}"#,
         list.join(",")
     );
     let fx = start("collections", &config);
     let mut statuses = Vec::new();
     for i in 0..8 {
         statuses.push(
-            fx.send(&Request::get("/login").header("x-request-id", &format!("bf-{i}")))
+            fx.send(&from("7.7.7.7", "/login").header("x-request-id", &format!("bf-{i}")))
                 .status,
         );
         // Collections are written when a transaction ends (phase 5), as in ModSecurity.
         std::thread::sleep(Duration::from_millis(30));
     }
     assert_eq!(statuses, [200, 200, 200, 429, 429, 429, 429, 429]);
+    // REMOTE_ADDR is the client `client_ip` designates: another client has its own IP record.
+    assert_eq!(fx.send(&from("7.7.7.8", "/login")).status, 200);
+    std::thread::sleep(Duration::from_millis(30));
     for i in 0..4 {
         assert_eq!(fx.send(&Request::get(&format!("/other{i}"))).status, 200);
         std::thread::sleep(Duration::from_millis(30));
     }
     fx.assert_both_workers();
-    // GLOBAL counted the requests of both workers that reached rule 4: 3 logins (the 5
+    // GLOBAL counted the requests of both workers that reached rule 4: 4 logins (the 5
     // refused ones stopped at rule 2), 4 others, and this one.
     let live = fx.envoy.live().expect("captured log").clone();
     let mark = live.end();
     assert_eq!(fx.send(&Request::get("/count")).status, 418);
     assert!(
         live.wait_for(mark, Duration::from_secs(5), |l| l.contains("[id \"5\"]")
-            && l.contains("[msg \"8\"]"))
+            && l.contains("[msg \"9\"]"))
             .is_some(),
-        "GLOBAL:requests is not 8"
+        "GLOBAL:requests is not 9"
     );
 }
 
