@@ -434,15 +434,15 @@ fn persistent_collections_in_shared_data() {
                 .status,
         );
         // Collections are written when a transaction ends (phase 5), as in ModSecurity.
-        std::thread::sleep(Duration::from_millis(30));
+        std::thread::sleep(Duration::from_millis(100));
     }
     assert_eq!(statuses, [200, 200, 200, 429, 429, 429, 429, 429]);
     // REMOTE_ADDR is the client `client_ip` designates: another client has its own IP record.
     assert_eq!(fx.send(&from("7.7.7.8", "/login")).status, 200);
-    std::thread::sleep(Duration::from_millis(30));
+    std::thread::sleep(Duration::from_millis(100));
     for i in 0..4 {
         assert_eq!(fx.send(&Request::get(&format!("/other{i}"))).status, 200);
-        std::thread::sleep(Duration::from_millis(30));
+        std::thread::sleep(Duration::from_millis(100));
     }
     fx.assert_both_workers();
     // GLOBAL counted the requests of both workers that reached rule 4: 4 logins (the 5
