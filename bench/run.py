@@ -94,6 +94,19 @@ CRS_PL1 = ["Include @recommended-conf", "SecRuleEngine On", "Include @crs-setup-
 PL2_ACTION = 'SecAction "id:900000,phase:1,pass,t:none,nolog,setvar:tx.blocking_paranoia_level=2"'
 CRS_PL2 = CRS_PL1[:3] + [PL2_ACTION] + CRS_PL1[3:]
 
+# Every protection of README "Protections beyond rules" on, none of them refusing the benchmark's
+# requests (one client, 127.0.0.1): 5,000 deny blocks, a rate limit the load cannot reach (so each
+# request still updates its bucket in shared data), scoring, hardening, the request log for
+# interruptions (there are none: the cost is collecting what a line would need).
+ALL_PROTECTIONS = {
+    "ip_lists": {"deny": [f"10.{i // 256}.{i % 256}.0/24" for i in range(5000)], "allow": ["192.0.2.0/24"]},
+    "rate_limit": {"requests_per_second": 1000000, "burst": 1000000},
+    "behaviour_scoring": {"window_seconds": 60, "threshold": 50, "block_seconds": 60},
+    "hardening": {"hsts": "max-age=31536000", "content_type_options": "nosniff", "frame_options": "DENY",
+                  "cookies": {}, "max_request_body_bytes": 1048576, "sanitize_forwarded_headers": True},
+    "request_log": {"mode": "interrupted"},
+}
+
 # name, label, kind, wafer plugin config (envoy) or paranoia level (nginx)
 ALL_TARGETS = [
     ("envoy", "vanilla Envoy", "envoy", None),
@@ -101,6 +114,9 @@ ALL_TARGETS = [
     ("wafer-targeted", "wafer @targeted", "envoy", wafer_config(["Include @targeted"])),
     ("wafer-crs-pl1", "wafer CRS PL1", "envoy", wafer_config(CRS_PL1)),
     ("wafer-crs-pl2", "wafer CRS PL2", "envoy", wafer_config(CRS_PL2)),
+    ("wafer-crs-pl1-all", "wafer CRS PL1 + every protection", "envoy", dict(wafer_config(CRS_PL1), **ALL_PROTECTIONS)),
+    # Only with TARGETS=...: the protections alone (no rule set), their cost against vanilla Envoy.
+    ("wafer-protect-only", "wafer, every protection, no rules", "envoy", ALL_PROTECTIONS),
     ("modsec-crs-pl1", "nginx+ModSecurity CRS PL1", "nginx", 1),
     ("modsec-crs-pl2", "nginx+ModSecurity CRS PL2", "nginx", 2),
 ]
@@ -111,7 +127,7 @@ ALL_SHAPES = [("get", "GET", None), ("post1k", "POST 1 KB", "peers:body-1k.json"
 POST_PATH = "/api/v1/orders"
 
 MODES = {
-    "full": dict(targets=[t[0] for t in ALL_TARGETS], shapes=[s[0] for s in ALL_SHAPES],
+    "full": dict(targets=[t[0] for t in ALL_TARGETS if t[0] != "wafer-protect-only"], shapes=[s[0] for s in ALL_SHAPES],
                  rate_shapes=[s[0] for s in ALL_SHAPES], duration=10, warmup=2, rate_duration=12,
                  ready_runs=3, ref_duration=4, budget=1140, retries=2),
     "quick": dict(targets=["envoy", "wafer-headers-only", "wafer-targeted", "wafer-crs-pl1"],

@@ -19,6 +19,7 @@ pub mod alloc;
 pub mod embedded;
 pub mod error;
 pub mod operators;
+pub mod protect;
 pub mod seclang;
 pub mod transforms;
 pub mod vars;

@@ -62,6 +62,8 @@ pub(crate) struct WaferHttp {
     request_body: Body,
     response_body: Body,
     interrupted: Option<Side>,
+    /// Protections of this stream; `None` (no cost) when the configuration enables none.
+    protect: Option<Box<crate::protect::StreamProtect>>,
 }
 
 impl WaferHttp {
@@ -75,6 +77,7 @@ impl WaferHttp {
             request_body: Body::Idle,
             response_body: Body::Idle,
             interrupted: None,
+            protect: None,
         }
     }
 
@@ -91,8 +94,12 @@ impl WaferHttp {
     /// Writes the engine's log lines (rules with `log` that matched) to Envoy's log.
     fn flush_logs(&mut self) {
         if let Some(tx) = self.tx.as_mut() {
-            for line in tx.take_log_lines() {
-                host::log(LogLevel::Warn, &line);
+            let lines = tx.take_log_lines();
+            for line in &lines {
+                host::log(LogLevel::Warn, line);
+            }
+            if let Some(p) = self.protect.as_mut() {
+                p.keep_rule_lines(&lines);
             }
         }
     }
@@ -279,6 +286,32 @@ impl WaferHttp {
         }
     }
 
+    /// Body size limit of the protections (`hardening.max_request_body_bytes`).
+    fn protect_request_body(&mut self, body_size: usize) -> Option<Action> {
+        let shared = self.shared.clone()?;
+        let (p, ps) = (shared.waf.protect()?, shared.protect.as_ref()?);
+        // While the engine collects, the host buffers and reports the total so far.
+        let cumulative = matches!(self.request_body, Body::Collecting { .. });
+        let state = self.protect.as_mut()?;
+        let reply = state.request_body(ps, p, body_size, cumulative)?;
+        self.interrupted = Some(Side::Request);
+        let sent = self.protect.as_ref().is_some_and(|s| s.send(&reply, &self.unique_id));
+        if !sent {
+            self.count_error("could not send the local reply");
+        }
+        Some(Action::Pause)
+    }
+
+    /// Response hardening, behaviour scoring and the log's response part.
+    fn protect_response_headers(&mut self) {
+        let Some(shared) = self.shared.clone() else { return };
+        let (Some(p), Some(ps)) = (shared.waf.protect(), shared.protect.as_ref()) else { return };
+        let waf = self.tx.as_ref().is_some_and(|tx| tx.interruption().is_some());
+        if let Some(state) = self.protect.as_mut() {
+            state.response_headers(ps, p, waf, &self.unique_id);
+        }
+    }
+
     /// A callback after the local reply was sent: let the local reply pass (it runs through
     /// our response callbacks when sent on the request side), hold everything else.
     fn after_interruption(&self, side: Side) -> Action {
@@ -325,6 +358,21 @@ impl HttpContext for WaferHttp {
             None if method == b"CONNECT" => authority.unwrap_or_default(),
             None => b"",
         };
+        if let (Some(p), Some(ps)) = (shared.waf.protect(), shared.protect.as_ref()) {
+            let id = String::from_utf8_lossy(request_id);
+            let (state, reply) = crate::protect::request_headers(ps, p, &headers, &id);
+            let state = self.protect.insert(Box::new(state));
+            if let Some(reply) = reply {
+                self.interrupted = Some(Side::Request);
+                if !state.send(&reply, &id) {
+                    self.count_error("could not send the local reply");
+                }
+                return Action::Pause;
+            }
+            if state.bypass {
+                return Action::Continue;
+            }
+        }
         let Some(ruleset) = shared.waf.ruleset_for(&String::from_utf8_lossy(authority.unwrap_or_default())) else {
             return Action::Continue;
         };
@@ -334,7 +382,11 @@ impl HttpContext for WaferHttp {
         } else {
             String::from_utf8_lossy(request_id).into_owned()
         };
+        let persistent = ruleset.uses_persistent_collections();
         let mut tx = Transaction::new(ruleset, self.unique_id.clone());
+        if persistent {
+            tx.set_collection_store(std::sync::Arc::new(crate::protect::SharedCollections));
+        }
 
         let source = host::property(&["source", "address"]).unwrap_or_default();
         let destination = host::property(&["destination", "address"]).unwrap_or_default();
@@ -342,6 +394,9 @@ impl HttpContext for WaferHttp {
         let destination = String::from_utf8_lossy(&destination);
         let (client_ip, client_port) = host::split_address(&source);
         let (server_ip, server_port) = host::split_address(&destination);
+        // With `client_ip` configured, REMOTE_ADDR is the client it designates.
+        let client = self.protect.as_ref().and_then(|p| p.configured_client());
+        let client_ip = client.as_deref().unwrap_or(client_ip);
         tx.process_connection(client_ip, client_port, server_ip, server_port);
 
         self.protocol = host::property(&["request", "protocol"])
@@ -384,6 +439,11 @@ impl HttpContext for WaferHttp {
     }
 
     fn on_http_request_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
+        if self.protect.is_some() && self.interrupted.is_none() {
+            if let Some(action) = self.protect_request_body(body_size) {
+                return action;
+            }
+        }
         self.on_body(Side::Request, body_size, end_of_stream)
     }
 
@@ -392,6 +452,9 @@ impl HttpContext for WaferHttp {
     }
 
     fn on_http_response_headers(&mut self, _num_headers: usize, end_of_stream: bool) -> Action {
+        if self.protect.is_some() {
+            self.protect_response_headers();
+        }
         if self.interrupted.is_some() {
             return self.after_interruption(Side::Response);
         }
@@ -452,5 +515,11 @@ impl HttpContext for WaferHttp {
             tx.process_logging();
         }
         self.flush_logs();
+        if let (Some(state), Some(shared)) = (self.protect.as_mut(), self.shared.as_ref()) {
+            if let (Some(p), Some(ps)) = (shared.waf.protect(), shared.protect.as_ref()) {
+                let waf = self.tx.as_ref().is_some_and(|tx| tx.interruption().is_some());
+                state.log(ps, p, &self.unique_id, waf, self.tx.is_some());
+            }
+        }
     }
 }

@@ -49,6 +49,7 @@ mod build_info;
 mod host;
 mod http;
 mod metrics;
+mod protect;
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -72,6 +73,8 @@ pub(crate) struct Shared {
     pub(crate) metrics: Metrics,
     /// Source of unique ids for requests without `x-request-id`.
     pub(crate) next_id: Cell<u64>,
+    /// Counters and buffers of the protections; `None` when every protection is off.
+    pub(crate) protect: Option<protect::ProtectShared>,
 }
 
 /// The root (plugin) context: compiles the configuration once and hands it to each stream.
@@ -103,10 +106,17 @@ impl RootContext for WaferRoot {
             Ok(waf) => {
                 host::log(LogLevel::Info, &format!("wafer: loaded: {}", waf.summary()));
                 let metrics = Metrics::define(waf.metric_labels());
+                let protect = waf.protect().map(|p| {
+                    if let Some(c) = p.request_log.as_ref().and_then(|l| l.collector.as_ref()) {
+                        let _ = hostcalls::set_tick_period(std::time::Duration::from_millis(c.flush_interval_ms));
+                    }
+                    protect::ProtectShared::define(&metrics::metric_prefix(waf.metric_labels()))
+                });
                 self.shared = Some(Rc::new(Shared {
                     waf: Arc::new(waf),
                     metrics,
                     next_id: Cell::new(0),
+                    protect,
                 }));
                 true
             }
@@ -118,6 +128,15 @@ impl RootContext for WaferRoot {
                     &format!("wafer: invalid plugin configuration: {err}"),
                 );
                 false
+            }
+        }
+    }
+
+    /// Ticks only when a request-log collector is configured: sends what is waiting.
+    fn on_tick(&mut self) {
+        if let Some(shared) = &self.shared {
+            if let (Some(ps), Some(p)) = (&shared.protect, shared.waf.protect()) {
+                protect::flush(ps, p);
             }
         }
     }

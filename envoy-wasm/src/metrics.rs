@@ -62,7 +62,7 @@ impl Metrics {
     }
 }
 
-fn metric_prefix(labels: &[(String, String)]) -> String {
+pub(crate) fn metric_prefix(labels: &[(String, String)]) -> String {
     let mut prefix = String::from("wafer");
     for (key, value) in labels {
         prefix.push('.');

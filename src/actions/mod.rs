@@ -33,6 +33,10 @@ pub enum SetOp {
     Add(Vec<MacroPart>),
     Sub(Vec<MacroPart>),
     Delete,
+    /// `initcol:<collection>=<key>`: load a persistent collection (key = the macro).
+    Init(Vec<MacroPart>),
+    /// `expirevar:<collection>.<name>=<seconds>`.
+    Expire(Vec<MacroPart>),
 }
 
 /// `setvar:[!]coll.key[=[+|-]value]`.
@@ -237,7 +241,7 @@ pub fn phase_number(v: &str) -> Option<u8> {
 }
 
 /// Actions accepted for compatibility that change nothing in wafer (yet).
-const ACCEPTED_NOOPS: &[&str] = &["sanitisearg", "sanitisematched", "sanitiserequestheader", "sanitiseresponseheader", "sanitisematchedbytes", "append", "prepend", "deprecatevar", "exec", "pause", "proxy", "xmlns", "initcol", "setuid", "setsid", "setenv", "setrsc"];
+const ACCEPTED_NOOPS: &[&str] = &["sanitisearg", "sanitisematched", "sanitiserequestheader", "sanitiseresponseheader", "sanitisematchedbytes", "append", "prepend", "deprecatevar", "exec", "pause", "proxy", "xmlns", "setuid", "setsid", "setenv", "setrsc"];
 
 impl RuleActions {
     /// Parses an action list. Err = (offset inside the text, message).
@@ -318,8 +322,23 @@ impl RuleActions {
                 }
                 "ctl" => a.ctls.push(Ctl::parse(&need()?).map_err(err)?),
                 "expirevar" => {
-                    // Persistent collections (and so expiry) are not kept yet: TX
-                    // lives for one transaction, so expiring it changes nothing.
+                    let v = need()?;
+                    let (name, secs) = v.split_once('=').ok_or_else(|| err(format!("expirevar: expected collection.name=seconds, got \"{v}\"")))?;
+                    let mut sv = SetVar::parse(name).map_err(|e| err(e.replace("setvar", "expirevar")))?;
+                    sv.op = SetOp::Expire(parse_macro(secs.trim()));
+                    // TX lives for one transaction: expiring it changes nothing.
+                    if sv.collection != "tx" {
+                        a.setvars.push(sv);
+                    }
+                }
+                "initcol" => {
+                    let v = need()?;
+                    let (coll, key) = v.split_once('=').ok_or_else(|| err(format!("initcol: expected collection=key, got \"{v}\"")))?;
+                    let coll = coll.trim().to_ascii_lowercase();
+                    if !["ip", "global", "resource", "user", "session"].contains(&coll.as_str()) {
+                        return Err(err(format!("initcol: unknown collection \"{coll}\" (ip, global, resource, user, session)")));
+                    }
+                    a.setvars.push(SetVar { collection: coll, key: Vec::new(), op: SetOp::Init(parse_macro(key.trim())) });
                 }
                 other if ACCEPTED_NOOPS.contains(&other) => {}
                 other => return Err(err(format!("unknown action \"{other}\""))),

@@ -149,6 +149,8 @@ pub struct Ruleset {
     /// The automaton of all `@rx` required literals.
     pub prefilter: prefilter::Prefilter,
     rules: usize,
+    /// Some rule has `initcol` (the host then gives transactions a collection store).
+    persistent: bool,
 }
 
 const _: () = {
@@ -162,6 +164,11 @@ impl Ruleset {
         let mut c = Compiler::default();
         c.load(origin, text, 0)?;
         c.finish()
+    }
+
+    /// Whether a rule uses `initcol` (persistent collections).
+    pub fn uses_persistent_collections(&self) -> bool {
+        self.persistent
     }
 
     /// Number of rules (chain heads) in all phases.
@@ -709,7 +716,20 @@ impl Compiler {
             }
         }
         let rules = phases.iter().flatten().filter(|e| matches!(e, Entry::Rule(_))).count();
-        Ok(Ruleset { settings: self.settings, phases, warnings: self.warnings, skip_targets, prefilter: pf.build(), rules })
+        let persistent = phases.iter().flatten().any(|e| {
+            let mut link = match e {
+                Entry::Rule(r) => Some(r),
+                _ => None,
+            };
+            while let Some(r) = link {
+                if r.setvars.iter().any(|s| matches!(s.op, crate::actions::SetOp::Init(_))) {
+                    return true;
+                }
+                link = r.chain.as_deref();
+            }
+            false
+        });
+        Ok(Ruleset { settings: self.settings, phases, warnings: self.warnings, skip_targets, prefilter: pf.build(), rules, persistent })
     }
 }
 

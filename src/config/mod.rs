@@ -21,6 +21,7 @@ pub mod crs;
 
 use crate::compile::Ruleset;
 use crate::error::Error;
+use crate::protect;
 
 /// The plugin configuration as written.
 #[derive(Debug, Default, Deserialize)]
@@ -46,6 +47,19 @@ pub struct PluginConfig {
     /// full CRS in blocking mode.
     #[serde(default)]
     pub crs: Option<crs::CrsConfig>,
+    /// Protections beyond rules (src/protect), each off unless given.
+    #[serde(default)]
+    pub client_ip: Option<protect::ClientIpConfig>,
+    #[serde(default)]
+    pub ip_lists: Option<protect::IpListsConfig>,
+    #[serde(default)]
+    pub rate_limit: Option<protect::RateLimitConfig>,
+    #[serde(default)]
+    pub behaviour_scoring: Option<protect::ScoringConfig>,
+    #[serde(default)]
+    pub hardening: Option<protect::HardeningConfig>,
+    #[serde(default)]
+    pub request_log: Option<protect::RequestLogConfig>,
 }
 
 impl PluginConfig {
@@ -55,6 +69,18 @@ impl PluginConfig {
         }
         serde_json::from_slice(json).map_err(|e| Error::new("plugin configuration", format!("invalid JSON: {e}")))
     }
+
+    /// The protection keys, for [`protect::Protect::compile`].
+    pub fn protect_config(&self) -> protect::ProtectConfig<'_> {
+        protect::ProtectConfig {
+            client_ip: self.client_ip.as_ref(),
+            ip_lists: self.ip_lists.as_ref(),
+            rate_limit: self.rate_limit.as_ref(),
+            behaviour_scoring: self.behaviour_scoring.as_ref(),
+            hardening: self.hardening.as_ref(),
+            request_log: self.request_log.as_ref(),
+        }
+    }
 }
 
 /// Compiled rule sets and the routing between them, built once per VM.
@@ -63,6 +89,7 @@ pub struct Waf {
     default: Option<Arc<Ruleset>>,
     per_authority: Vec<(String, Arc<Ruleset>)>,
     labels: Vec<(String, String)>,
+    protect: Option<protect::Protect>,
 }
 
 const _: () = {
@@ -119,7 +146,8 @@ impl Waf {
             per_authority.push((auth.to_ascii_lowercase(), get(name, &format!("per_authority_directives[{auth}]"))?));
         }
         let labels = cfg.metric_labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-        Ok(Waf { sets, default, per_authority, labels })
+        let protect = protect::Protect::compile(&cfg.protect_config())?;
+        Ok(Waf { sets, default, per_authority, labels, protect })
     }
 
     /// The rule set for a request's authority (`Host`): an exact entry of
@@ -134,6 +162,12 @@ impl Waf {
             .or_else(|| self.per_authority.iter().find(|(k, _)| k == host))
             .map(|(_, rs)| rs.clone())
             .or_else(|| self.default.clone())
+    }
+
+    /// The protections beyond rules; `None` when every one is off (the adapter then does
+    /// nothing extra per request).
+    pub fn protect(&self) -> Option<&protect::Protect> {
+        self.protect.as_ref()
     }
 
     pub fn metric_labels(&self) -> &[(String, String)] {

@@ -279,7 +279,17 @@ pub(crate) fn collect<'a>(t: &'a Transaction, target: &Target, rule: Option<&Rul
             }
         }
         Var::Duration => scalar(out, var, Cow::Borrowed(b"0")),
-        Var::WebserverErrorLog | Var::Env | Var::Session | Var::Ip | Var::Global | Var::User | Var::Resource | Var::Geo => {}
+        Var::WebserverErrorLog | Var::Env | Var::Geo => {}
+        Var::Session | Var::Ip | Var::Global | Var::User | Var::Resource => {
+            let cname = var.name().to_ascii_lowercase();
+            if let Some(col) = t.collections.iter().find(|c| c.name == cname) {
+                for (k, e) in &col.vars {
+                    if target.sel.matches(k.as_bytes()) && !target.excluded(k.as_bytes()) && !removed(k.as_bytes()) {
+                        out.push(Value { name: VName::Keyed(var.name(), k.as_bytes()), value: Cow::Borrowed(e.value.as_slice()), stable: false });
+                    }
+                }
+            }
+        }
         Var::Xml => {
             let list = match &target.sel {
                 KeySel::Key(k) if k == "//@*" => &r.xml_attrs,
@@ -737,6 +747,7 @@ fn eval_rule_inner(t: &mut Transaction, rule: &Rule, phase: u8) -> Option<Disrup
 
 fn apply_setvar(t: &mut Transaction, rule: &Rule, sv: &crate::actions::SetVar) {
     if sv.collection != "tx" {
+        apply_persistent(t, rule, sv);
         return;
     }
     let (key, value) = {
@@ -749,7 +760,7 @@ fn apply_setvar(t: &mut Transaction, rule: &Rule, sv: &crate::actions::SetVar) {
         let key = if key.bytes().any(|b| b.is_ascii_uppercase()) { Cow::Owned(key.to_ascii_lowercase()) } else { key };
         let value = match &sv.op {
             SetOp::Set(v) | SetOp::Add(v) | SetOp::Sub(v) => Some(ctx.expand(v)),
-            SetOp::Delete => None,
+            SetOp::Delete | SetOp::Init(_) | SetOp::Expire(_) => None,
         };
         (key, value)
     };
@@ -776,6 +787,47 @@ fn apply_setvar(t: &mut Transaction, rule: &Rule, sv: &crate::actions::SetVar) {
             }
         }
         _ => {}
+    }
+}
+
+/// `initcol`, and `setvar` / `expirevar` on a persistent collection (see `persist`).
+fn apply_persistent(t: &mut Transaction, rule: &Rule, sv: &crate::actions::SetVar) {
+    use super::persist::{self, Change, Loaded};
+    let now = persist::now_ms();
+    let (name, value) = {
+        let ctx = Ctx { t, rule: Some(rule) };
+        let name = String::from_utf8_lossy(&ctx.expand(&sv.key)).to_ascii_lowercase();
+        let value = match &sv.op {
+            SetOp::Set(v) | SetOp::Add(v) | SetOp::Sub(v) | SetOp::Init(v) | SetOp::Expire(v) => Some(ctx.expand(v)),
+            SetOp::Delete => None,
+        };
+        (name, value)
+    };
+    if let SetOp::Init(_) = sv.op {
+        // A second initcol of the same collection keeps the first (as ModSecurity).
+        if t.collections.iter().any(|c| c.name == sv.collection) {
+            return;
+        }
+        let key = String::from_utf8_lossy(&value.unwrap_or_default()).into_owned();
+        let vars = t.store.as_ref().and_then(|s| s.load(&sv.collection, &key)).and_then(|b| persist::decode(&b, &key, now)).unwrap_or_default();
+        t.collections.push(Loaded { name: sv.collection.clone(), key, vars, journal: Vec::new() });
+        return;
+    }
+    // Without initcol the collection does not exist: the change is dropped (ModSecurity logs it).
+    let Some(col) = t.collections.iter_mut().find(|c| c.name == sv.collection) else { return };
+    let int = |v: &[u8]| crate::operators::to_int(v);
+    let change = match (&sv.op, value) {
+        (SetOp::Set(_), Some(v)) => Change::Set(name, v),
+        (SetOp::Add(_), Some(v)) => Change::Add(name, int(&v)),
+        (SetOp::Sub(_), Some(v)) => Change::Add(name, int(&v).saturating_neg()),
+        (SetOp::Delete, _) => Change::Delete(name),
+        (SetOp::Expire(_), Some(v)) => Change::Expire(name, now.saturating_add((int(&v).max(0) as u64).saturating_mul(1000))),
+        _ => return,
+    };
+    persist::apply(&mut col.vars, &change);
+    // Bounded: a transaction replays at most this many changes.
+    if col.journal.len() < 1024 {
+        col.journal.push(change);
     }
 }
 

@@ -11,7 +11,8 @@ mod eval;
 mod log;
 pub mod profile;
 mod request;
-mod time;
+pub(crate) mod time;
+pub mod persist;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -86,6 +87,10 @@ pub struct Transaction {
     pub(crate) probe: eval::Probe,
     /// Per-rule statistics, when profiling (`wafer profile`).
     pub(crate) profile: Option<Box<profile::Profile>>,
+    /// Where `initcol` collections live (set by the host); none: per transaction only.
+    pub(crate) store: Option<Arc<dyn persist::CollectionStore>>,
+    /// Collections loaded by `initcol` in this transaction.
+    pub(crate) collections: Vec<persist::Loaded>,
 }
 
 impl Transaction {
@@ -115,6 +120,28 @@ impl Transaction {
             hit_pool: Default::default(),
             probe: Default::default(),
             profile: None,
+            store: None,
+            collections: Vec::new(),
+        }
+    }
+
+    /// Gives the transaction a store for persistent collections (`initcol`). Hosts call it
+    /// only when [`Ruleset::uses_persistent_collections`] says a rule needs one.
+    pub fn set_collection_store(&mut self, store: Arc<dyn persist::CollectionStore>) {
+        self.store = Some(store);
+    }
+
+    /// Writes the changes to persistent collections (done by [`Transaction::process_logging`];
+    /// at most once).
+    fn persist_collections(&mut self) {
+        let Some(store) = self.store.clone() else { return };
+        for col in &mut self.collections {
+            if col.journal.is_empty() {
+                continue;
+            }
+            let journal = std::mem::take(&mut col.journal);
+            let now = persist::now_ms();
+            let _ = store.update(&col.name, &col.key, &mut |cur| persist::replay(cur, &col.key, &journal, now));
         }
     }
 
@@ -260,6 +287,7 @@ impl Transaction {
     pub fn process_logging(&mut self) {
         // Logging always runs, even after an interruption.
         let _ = self.run_phase(5);
+        self.persist_collections();
     }
 
     /// Log lines of rules that matched with `log`, since the last call.

@@ -204,3 +204,93 @@ SecRule ARGS "@pm nikto sqlmap" "id:12,phase:1,pass,t:none"
     assert!(report.contains("| 10 | 1 | @rx |"), "{report}");
     assert!(report.contains("rule 10: `t:lowercase` before `@rx`"), "{report}");
 }
+
+/// A collection store in memory, as the host's shared data would be.
+#[derive(Default)]
+struct MemStore(std::sync::Mutex<HashMap<String, Vec<u8>>>);
+
+impl persist::CollectionStore for MemStore {
+    fn load(&self, collection: &str, key: &str) -> Option<Vec<u8>> {
+        self.0.lock().unwrap().get(&format!("{collection}/{key}")).cloned()
+    }
+    fn update(&self, collection: &str, key: &str, f: &mut dyn FnMut(Option<&[u8]>) -> Vec<u8>) -> bool {
+        let mut m = self.0.lock().unwrap();
+        let k = format!("{collection}/{key}");
+        let new = f(m.get(&k).map(Vec::as_slice));
+        m.insert(k, new);
+        true
+    }
+}
+
+const BRUTE_FORCE: &str = concat!(
+    "SecRuleEngine On\n",
+    "SecAction \"id:1,phase:1,nolog,pass,initcol:ip=%{remote_addr},initcol:global=global\"\n",
+    "SecRule IP:hits \"@gt 2\" \"id:2,phase:1,deny,status:429,log,msg:'too many: %{ip.hits}'\"\n",
+    "SecAction \"id:3,phase:1,nolog,pass,setvar:ip.hits=+1,expirevar:ip.hits=60,setvar:global.total=+1\"\n",
+    "SecRule &GLOBAL:total \"@eq 0\" \"id:4,phase:1,deny,status:500\"\n",
+);
+
+fn from_ip(rs: &Arc<Ruleset>, store: &Arc<MemStore>, ip: &str) -> (Option<u16>, Vec<String>) {
+    let mut tx = Transaction::new(rs.clone(), "t".into());
+    tx.set_collection_store(store.clone());
+    tx.process_connection(ip, 1, "127.0.0.1", 80);
+    tx.process_uri("/login", "POST", "HTTP/1.1");
+    let i = tx.process_request_headers();
+    tx.process_logging();
+    (i.map(|i| i.status), tx.take_log_lines())
+}
+
+#[test]
+fn persistent_ip_collection_counts_across_transactions() {
+    use persist::CollectionStore as _;
+    let rs = rules(BRUTE_FORCE);
+    assert!(rs.uses_persistent_collections());
+    let store = Arc::new(MemStore::default());
+    assert_eq!(from_ip(&rs, &store, "10.0.0.1").0, None);
+    assert_eq!(from_ip(&rs, &store, "10.0.0.1").0, None);
+    assert_eq!(from_ip(&rs, &store, "10.0.0.1").0, None);
+    let (status, logs) = from_ip(&rs, &store, "10.0.0.1");
+    assert_eq!(status, Some(429));
+    assert!(logs[0].contains("too many: 3"), "{}", logs[0]);
+    // Another address has its own collection; GLOBAL counts everyone.
+    assert_eq!(from_ip(&rs, &store, "10.0.0.2").0, None);
+    let global = store.load("global", "global").unwrap();
+    assert_eq!(persist::decode(&global, "global", 0).unwrap()["total"].value, b"4");
+    // The counter expires 60 s after its last write.
+    let ip = persist::decode(&store.load("ip", "10.0.0.1").unwrap(), "10.0.0.1", 0).unwrap();
+    let expires = ip["hits"].expires.unwrap();
+    let now = persist::now_ms();
+    assert!(expires > now + 55_000 && expires <= now + 60_000, "{expires} vs {now}");
+    assert!(persist::decode(&store.load("ip", "10.0.0.1").unwrap(), "10.0.0.1", expires).unwrap().is_empty());
+}
+
+#[test]
+fn collections_without_a_store_last_one_transaction() {
+    let rs = rules(BRUTE_FORCE);
+    for _ in 0..5 {
+        let mut tx = Transaction::new(rs.clone(), "t".into());
+        tx.process_connection("10.0.0.1", 1, "127.0.0.1", 80);
+        tx.process_uri("/", "GET", "HTTP/1.1");
+        assert_eq!(tx.process_request_headers(), None);
+    }
+    assert!(!rules("SecAction \"id:1,phase:1,pass,setvar:tx.a=1\"").uses_persistent_collections());
+    let bad = Ruleset::compile("t", "SecAction \"id:1,phase:1,pass,initcol:foo=bar\"").err().unwrap();
+    assert!(bad.to_string().contains("unknown collection"), "{bad}");
+    let bad = Ruleset::compile("t", "SecAction \"id:1,phase:1,pass,expirevar:ip.x\"").err().unwrap();
+    assert!(bad.to_string().contains("expirevar"), "{bad}");
+}
+
+#[test]
+fn persistent_collection_in_a_chain() {
+    let rs = rules(concat!(
+        "SecRuleEngine On\n",
+        "SecAction \"id:1,phase:1,nolog,pass,initcol:ip=%{remote_addr},initcol:global=global\"\n",
+        "SecRule REQUEST_FILENAME \"@streq /login\" \"id:2,phase:1,deny,status:429,log,msg:'brute force: %{ip.login_attempts} attempts',chain\"\n",
+        "  SecRule IP:login_attempts \"@ge 3\" \"t:none\"\n",
+        "SecRule REQUEST_FILENAME \"@streq /login\" \"id:3,phase:1,nolog,pass,setvar:ip.login_attempts=+1,expirevar:ip.login_attempts=600\"\n",
+    ));
+    let store = Arc::new(MemStore::default());
+    let statuses: Vec<Option<u16>> = (0..5).map(|_| from_ip(&rs, &store, "10.0.0.1").0).collect();
+    assert_eq!(statuses, [None, None, None, Some(429), Some(429)]);
+}
+

@@ -14,6 +14,7 @@
 //! - `edge_cases`: malformed JSON, invalid percent-encoding, body limits (Reject, ProcessPartial);
 //! - `ship`: the OCI image through a real registry, `istio/` manifests against the CRD, Envoy's
 //!   remote fetch with sha256, build identity and Prometheus labels.
+//! - `protect`: IP lists, rate limits, behaviour scoring, hardening, request log (two workers).
 
 mod cases;
 mod config_errors;
@@ -23,6 +24,7 @@ mod plumbing;
 mod ship;
 mod tiers;
 mod edge_cases;
+mod protect;
 
 use std::time::Duration;
 

@@ -4,7 +4,8 @@
 //!
 //! For response-side tests, request headers change the answer: `x-upstream-reply: <text>`
 //! replaces the body, `x-upstream-size: <n>` makes it `n` bytes of `r`, and
-//! `x-upstream-status: <code>` sets the status.
+//! `x-upstream-status: <code>` sets the status, each `x-upstream-set-cookie: <v>` adds a
+//! `set-cookie: <v>` response header.
 //!
 //! [`Upstream::albedo`] behaves like the CRS test backend (albedo) instead: any path answers
 //! 200 with an empty `text/plain` body, and `POST /reflect` with a JSON body
@@ -158,6 +159,15 @@ fn reason(status: u16) -> &'static str {
     }
 }
 
+/// One `set-cookie` response line per `x-upstream-set-cookie` request header.
+fn seen_cookies(headers: &[(String, String)]) -> String {
+    headers
+        .iter()
+        .filter(|(n, _)| n.eq_ignore_ascii_case("x-upstream-set-cookie"))
+        .map(|(_, v)| format!("set-cookie: {v}\r\n"))
+        .collect()
+}
+
 fn serve(stream: TcpStream, seen: Arc<Mutex<Vec<Seen>>>, mode: Mode) {
     let _ = stream.set_read_timeout(Some(Duration::from_secs(60)));
     let Ok(mut writer) = stream.try_clone() else {
@@ -202,6 +212,7 @@ fn serve(stream: TcpStream, seen: Arc<Mutex<Vec<Seen>>>, mode: Mode) {
         let status: u16 = get("x-upstream-status")
             .and_then(|s| s.parse().ok())
             .unwrap_or(200);
+        let cookies: String = seen_cookies(&headers);
         if let Ok(mut s) = seen.lock() {
             s.push(Seen {
                 method,
@@ -211,7 +222,7 @@ fn serve(stream: TcpStream, seen: Arc<Mutex<Vec<Seen>>>, mode: Mode) {
             });
         }
         let out = format!(
-            "HTTP/1.1 {status} X\r\ncontent-type: text/plain\r\ncontent-length: {}\r\n\r\n{reply}",
+            "HTTP/1.1 {status} X\r\ncontent-type: text/plain\r\n{cookies}content-length: {}\r\n\r\n{reply}",
             reply.len()
         );
         if writer.write_all(out.as_bytes()).is_err() {
