@@ -74,6 +74,7 @@ impl Scan {
     pub fn satisfies(&self, r: &Requirement) -> bool {
         self.0.has(*r)
     }
+
 }
 
 /// The set of bytes in `v` (for transformation triggers).
@@ -100,23 +101,37 @@ struct Final {
     scan: Option<Rc<Scan>>,
 }
 
-/// One value of a target group, prepared for a transformation chain.
+/// A value of a target list that a transformation chain changed.
 pub(crate) struct Prepared {
-    /// `ARGS`, `REQUEST_HEADERS`... and the key, for MATCHED_VAR_NAME.
-    pub prefix: &'static str,
-    pub key: Option<Rc<[u8]>>,
     /// The value after the chain.
     pub val: Rc<[u8]>,
     pub scan: std::cell::OnceCell<Rc<Scan>>,
 }
 
-impl Prepared {
-    pub fn write_name(&self, out: &mut String) {
-        out.push_str(self.prefix);
-        if let Some(k) = &self.key {
-            out.push(':');
-            out.push_str(&String::from_utf8_lossy(k));
-        }
+/// The values of a target list prepared for one chain: the list itself, plus the values the
+/// chain changed (by index, ascending). Most values pass a chain unchanged and are not copied.
+pub(crate) struct Group {
+    pub raw: Rc<Vec<RawItem>>,
+    pub changed: Vec<(usize, Prepared)>,
+}
+
+impl Group {
+    /// Each value (after the chain) with its scan cell.
+    pub fn values(&self) -> impl Iterator<Item = (&RawItem, &Rc<[u8]>, &std::cell::OnceCell<Rc<Scan>>)> {
+        let mut changed = self.changed.iter().peekable();
+        self.raw.iter().enumerate().map(move |(i, item)| match changed.next_if(|(at, _)| *at == i) {
+            Some((_, p)) => (item, &p.val, &p.scan),
+            None => (item, &item.raw, &item.scan),
+        })
+    }
+}
+
+/// `ARGS:name`: the name of a collected value (MATCHED_VAR_NAME).
+pub(crate) fn write_name(prefix: &str, key: &Option<Rc<[u8]>>, out: &mut String) {
+    out.push_str(prefix);
+    if let Some(k) = key {
+        out.push(':');
+        out.push_str(&String::from_utf8_lossy(k));
     }
 }
 
@@ -127,6 +142,8 @@ pub(crate) struct RawItem {
     pub raw: Rc<[u8]>,
     /// The bytes it contains (for transformation triggers).
     pub bytes: [u64; 4],
+    /// The prefilter scan of `raw`, shared by every group where the value is unchanged.
+    pub scan: std::cell::OnceCell<Rc<Scan>>,
 }
 
 pub(crate) struct Cache {
@@ -135,7 +152,7 @@ pub(crate) struct Cache {
     /// target signature -> its collected values, for the current phase.
     pub lists: FxMap<u32, Rc<Vec<RawItem>>>,
     /// (target signature, chain id) -> the prepared values, for the current phase.
-    pub groups: FxMap<(u32, u32), Rc<Vec<Prepared>>>,
+    pub groups: FxMap<(u32, u32), Rc<Group>>,
     tf: FxMap<(usize, usize, Transform), Option<Rc<[u8]>>>,
     /// (value address, length, chain id) -> index into `finals`.
     chains: FxMap<(usize, usize, u32), usize>,

@@ -6,7 +6,7 @@ use std::borrow::Cow;
 use super::{log, InterruptAction, Interruption, Transaction};
 use crate::actions::{Ctl, Disruptive, SetOp};
 use crate::compile::{EngineMode, Entry, Rule, Ruleset};
-use super::cache::{byte_set, untouched, Prepared, RawItem, Scan, Val};
+use super::cache::{byte_set, untouched, write_name, Group, Prepared, RawItem, Scan, Val};
 use crate::operators::{Captures, Expand, Operator};
 use crate::seclang::MacroPart;
 use crate::vars::{KeySel, Target, Var};
@@ -77,6 +77,8 @@ pub(crate) struct Probe {
     pub values: std::cell::Cell<u64>,
     pub skipped: std::cell::Cell<u64>,
     pub ran: std::cell::Cell<u64>,
+    /// Links evaluated on their own value list (not a shared group).
+    pub unshared: std::cell::Cell<u64>,
 }
 
 fn bump(c: &std::cell::Cell<u64>) {
@@ -484,7 +486,7 @@ fn step<'a>(t: &Transaction, stable: bool, cur: Val<'a>, tf: crate::transforms::
 /// The prepared values of a link whose targets are phase-stable: built by the
 /// first rule with these targets and chain in this phase, reused by the rest.
 /// None when this link cannot use the shared list.
-fn group(t: &Transaction, link: &Rule, head: &Rule) -> Option<std::rc::Rc<Vec<Prepared>>> {
+fn group(t: &Transaction, link: &Rule, head: &Rule) -> Option<std::rc::Rc<Group>> {
     let sig = link.target_sig?;
     if link.multi_match {
         return None;
@@ -513,25 +515,25 @@ fn group(t: &Transaction, link: &Rule, head: &Rule) -> Option<std::rc::Rc<Vec<Pr
     }
     let list = raw_list(t, sig, link, head)?;
     let mut cache = t.cache.borrow_mut();
-    let mut out = Vec::with_capacity(list.len());
-    for item in list.iter() {
-        let val = if item.raw.len() <= 4096 && untouched(&item.bytes, &link.chain_trigger) {
+    let mut changed = Vec::new();
+    for (i, item) in list.iter().enumerate() {
+        if item.raw.len() <= 4096 && untouched(&item.bytes, &link.chain_trigger) {
             cache.stats.chains_untouched += 1;
-            item.raw.clone()
-        } else {
-            match cache.chain(Val::R(item.raw.clone()), link.chain_id, &link.transforms).0 {
-                Val::R(rc) => rc,
-                Val::B(_) => item.raw.clone(),
+            continue;
+        }
+        if let Val::R(rc) = cache.chain(Val::R(item.raw.clone()), link.chain_id, &link.transforms).0 {
+            if !std::rc::Rc::ptr_eq(&rc, &item.raw) {
+                changed.push((i, Prepared { val: rc, scan: std::cell::OnceCell::new() }));
             }
-        };
-        out.push(Prepared { prefix: item.prefix, key: item.key.clone(), val, scan: std::cell::OnceCell::new() });
+        }
     }
+    let out = Group { raw: list.clone(), changed };
     let g = std::rc::Rc::new(out);
     cache.stats.groups_built += 1;
     if let Some(m) = cache.group_stats.as_mut() {
         let s = m.entry(key).or_insert_with(|| super::profile::GroupStat { name: super::profile::group_name(link), ..Default::default() });
         s.built += 1;
-        s.values += g.len() as u64;
+        s.values += g.raw.len() as u64;
     }
     cache.groups.insert(key, g.clone());
     Some(g)
@@ -556,7 +558,7 @@ fn raw_list(t: &Transaction, sig: u32, link: &Rule, head: &Rule) -> Option<std::
         };
         let raw = cache.intern(&v.value);
         let bytes = if raw.len() <= 4096 { byte_set(&raw) } else { [u64::MAX; 4] };
-        out.push(RawItem { prefix, key, raw, bytes });
+        out.push(RawItem { prefix, key, raw, bytes, scan: std::cell::OnceCell::new() });
     }
     let l = std::rc::Rc::new(out);
     cache.lists.insert(sig, l.clone());
@@ -569,25 +571,27 @@ fn eval_link(t: &Transaction, link: &Rule, head: &Rule, hits: &mut HitPool) {
     if let Some(g) = group(t, link, head) {
         let ctx = Ctx { t, rule: Some(head) };
         let mut caps = Captures::default();
-        for p in g.iter() {
+        for (item, val, scan) in g.values() {
             bump(&t.probe.values);
+            let name = |o: &mut String| write_name(item.prefix, &item.key, o);
             if let Some(req) = &link.prefilter {
-                let scan = p.scan.get_or_init(|| t.cache.borrow_mut().scan_rc(&p.val, &t.rs.prefilter));
+                let scan = scan.get_or_init(|| t.cache.borrow_mut().scan_rc(val, &t.rs.prefilter));
                 if !scan.satisfies(req) {
                     bump(&t.probe.skipped);
                     if link.negated {
-                        hits.push(&|o: &mut String| p.write_name(o), &p.val, link.capture.then_some(&[][..]));
+                        hits.push(&name, val, link.capture.then_some(&[][..]));
                     }
                     continue;
                 }
             }
-            let v = Val::R(p.val.clone());
+            let v = Val::R(val.clone());
             if op_matches(t, link, &ctx, &v, true, &mut caps, false) {
-                hits.push(&|o: &mut String| p.write_name(o), &p.val, link.capture.then_some(&caps.0[..]));
+                hits.push(&name, val, link.capture.then_some(&caps.0[..]));
             }
         }
         return;
     }
+    bump(&t.probe.unshared);
     let ctx = Ctx { t, rule: Some(head) };
     let mut values: Vec<Value<'_>> = Vec::with_capacity(8);
     if link.targets.is_empty() {
@@ -673,11 +677,11 @@ fn eval_rule(t: &mut Transaction, rule: &Rule, phase: u8) -> Option<Disruptive> 
     if t.profile.is_none() {
         return eval_rule_inner(t, rule, phase);
     }
-    let before = (t.probe.values.get(), t.probe.skipped.get(), t.probe.ran.get());
+    let before = (t.probe.values.get(), t.probe.skipped.get(), t.probe.ran.get(), t.probe.unshared.get());
     let start = std::time::Instant::now();
     let decision = eval_rule_inner(t, rule, phase);
     let nanos = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
-    let after = (t.probe.values.get(), t.probe.skipped.get(), t.probe.ran.get());
+    let after = (t.probe.values.get(), t.probe.skipped.get(), t.probe.ran.get(), t.probe.unshared.get());
     if let Some(p) = t.profile.as_mut() {
         let s = p.rules.entry(rule.id).or_default();
         s.phase = phase;
@@ -685,6 +689,7 @@ fn eval_rule(t: &mut Transaction, rule: &Rule, phase: u8) -> Option<Disruptive> 
         s.values += after.0.wrapping_sub(before.0);
         s.skipped += after.1.wrapping_sub(before.1);
         s.ran += after.2.wrapping_sub(before.2);
+        s.unshared += after.3.wrapping_sub(before.3);
         s.matched += u64::from(decision.is_some());
         s.nanos += nanos;
     }

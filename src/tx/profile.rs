@@ -23,6 +23,8 @@ pub struct RuleStat {
     pub ran: u64,
     /// Evaluations that matched (the whole chain).
     pub matched: u64,
+    /// Links evaluated on their own value list instead of a shared (targets, chain) group.
+    pub unshared: u64,
     pub nanos: u64,
 }
 
@@ -126,6 +128,7 @@ impl Profile {
             e.skipped += s.skipped;
             e.ran += s.ran;
             e.matched += s.matched;
+            e.unshared += s.unshared;
             e.nanos += s.nanos;
         }
         self.cache.add(&o.cache);
@@ -148,15 +151,15 @@ impl Profile {
         let _ = writeln!(out, "{} transactions; rule evaluation {:.1} us per transaction\n", self.transactions, total as f64 / n / 1000.0);
 
         let _ = writeln!(out, "## Rules by time (per transaction)\n");
-        let _ = writeln!(out, "| rule | phase | operator | us | evals | values | prefilter skipped | operator runs | matched |");
-        let _ = writeln!(out, "|---:|---:|---|---:|---:|---:|---:|---:|---:|");
+        let _ = writeln!(out, "| rule | phase | operator | us | evals | values | prefilter skipped | operator runs | matched | own list |");
+        let _ = writeln!(out, "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|");
         let ops = operators(rs);
         let mut rules: Vec<(&u64, &RuleStat)> = self.rules.iter().collect();
         rules.sort_by(|a, b| b.1.nanos.cmp(&a.1.nanos).then(a.0.cmp(b.0)));
         for (id, r) in rules.iter().take(top) {
             let _ = writeln!(
                 out,
-                "| {id} | {} | {} | {:.2} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} |",
+                "| {id} | {} | {} | {:.2} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} | {:.1} |",
                 r.phase,
                 ops.get(id).map(String::as_str).unwrap_or(""),
                 r.nanos as f64 / n / 1000.0,
@@ -164,7 +167,8 @@ impl Profile {
                 r.values as f64 / n,
                 r.skipped as f64 / n,
                 r.ran as f64 / n,
-                r.matched as f64 / n
+                r.matched as f64 / n,
+                r.unshared as f64 / n
             );
         }
 
