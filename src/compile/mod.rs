@@ -151,6 +151,26 @@ pub struct Ruleset {
     rules: usize,
     /// Some rule has `initcol` (the host then gives transactions a collection store).
     persistent: bool,
+    /// What the rule text mentions at all (see [`Mentions`]): data no rule can read is not
+    /// parsed per request.
+    pub mentions: Mentions,
+}
+
+/// Request data a rule set may read, decided conservatively from its text: a rule set whose
+/// text never says `ARGS` (nor `URLENCODED_ERROR`) cannot read the query arguments, one that
+/// never says `COOKIE` cannot read the parsed cookies. Anything mentioning them, in a target,
+/// a macro, a `ctl`, a comment, parses them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Mentions {
+    pub args: bool,
+    pub cookies: bool,
+}
+
+impl Mentions {
+    fn of(text: &str) -> Mentions {
+        let has = |word: &[u8]| text.as_bytes().windows(word.len()).any(|w| w.eq_ignore_ascii_case(word));
+        Mentions { args: has(b"ARGS") || has(b"URLENCODED_ERROR"), cookies: has(b"COOKIE") }
+    }
 }
 
 const _: () = {
@@ -247,6 +267,7 @@ struct Compiler {
     /// (text address, offset, line) of the last line lookup: rules come in file order, so
     /// each lookup counts only the newlines since the previous one.
     line_memo: (usize, usize, usize),
+    mentions: Mentions,
 }
 
 enum Removal {
@@ -285,6 +306,9 @@ const IGNORED_DIRECTIVES: &[&str] = &[
 impl Compiler {
     fn load(&mut self, origin: &str, text: &str, depth: usize) -> Result<(), Error> {
         let file: Arc<str> = Arc::from(origin);
+        let m = Mentions::of(text);
+        self.mentions.args |= m.args;
+        self.mentions.cookies |= m.cookies;
         for d in seclang::lex(origin, text)? {
             let at = |offset: usize, msg: String| Error::at(origin, text, offset, msg);
             let arg = |i: usize| d.args.get(i).map(|a| a.text.as_str()).unwrap_or("");
@@ -729,7 +753,7 @@ impl Compiler {
             }
             false
         });
-        Ok(Ruleset { settings: self.settings, phases, warnings: self.warnings, skip_targets, prefilter: pf.build(), rules, persistent })
+        Ok(Ruleset { settings: self.settings, phases, warnings: self.warnings, skip_targets, prefilter: pf.build(), rules, persistent, mentions: self.mentions })
     }
 }
 

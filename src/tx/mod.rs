@@ -171,11 +171,12 @@ impl Transaction {
     /// The request line: `uri` as received (path and query, raw), `method`,
     /// `protocol` like `HTTP/1.1`.
     pub fn process_uri(&mut self, uri: &str, method: &str, protocol: &str) {
-        self.req.set_uri(uri, method, protocol, self.rs.settings.arguments_limit);
+        let parse_args = self.rs.mentions.args;
+        self.req.set_uri(uri, method, protocol, self.rs.settings.arguments_limit, parse_args);
     }
 
     pub fn add_request_header(&mut self, name: &[u8], value: &[u8]) {
-        self.req.add_request_header(name, value);
+        self.req.add_request_header(name, value, self.rs.mentions.cookies);
     }
 
     /// Phase 1.

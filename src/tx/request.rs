@@ -82,7 +82,8 @@ pub fn percent_decode(input: &[u8]) -> Vec<u8> {
 }
 
 impl Request {
-    pub fn set_uri(&mut self, uri: &str, method: &str, protocol: &str, max_args: usize) {
+    /// `parse_args`: split the query string into ARGS_GET (skipped when no rule reads them).
+    pub fn set_uri(&mut self, uri: &str, method: &str, protocol: &str, max_args: usize, parse_args: bool) {
         let raw = uri.as_bytes();
         self.uri_raw = raw.to_vec();
         self.method = method.as_bytes().to_vec();
@@ -126,15 +127,16 @@ impl Request {
             }
         }
         self.uri = parsed;
-        if !self.query_string.is_empty() {
+        if parse_args && !self.query_string.is_empty() {
             let opts = urlencoded::UrlencodedOptions { max_args, ..Default::default() };
             let report = urlencoded::parse_with(&self.query_string, &opts, &mut self.args_get);
             self.urlencoded_error |= report.invalid_encoding;
         }
     }
 
-    pub fn add_request_header(&mut self, name: &[u8], value: &[u8]) {
-        if name.eq_ignore_ascii_case(b"cookie") {
+    /// `parse_cookies`: split `Cookie` into REQUEST_COOKIES (skipped when no rule reads them).
+    pub fn add_request_header(&mut self, name: &[u8], value: &[u8], parse_cookies: bool) {
+        if parse_cookies && name.eq_ignore_ascii_case(b"cookie") {
             self.add_cookies(value);
         } else if name.eq_ignore_ascii_case(b"host") {
             let host = value.split(|&b| b == b':').next().unwrap_or_default();
@@ -303,7 +305,7 @@ mod tests {
     #[test]
     fn uri_variables_follow_modsecurity() {
         let mut r = Request::default();
-        r.set_uri("/a%20b/c.php?x=1%27&y", "GET", "HTTP/1.1", 100);
+        r.set_uri("/a%20b/c.php?x=1%27&y", "GET", "HTTP/1.1", 100, true);
         assert_eq!(r.uri, b"/a b/c.php?x=1'&y");
         assert_eq!(r.filename, b"/a b/c.php");
         assert_eq!(r.basename, b"c.php");
@@ -311,14 +313,14 @@ mod tests {
         assert_eq!(r.request_line, b"GET /a%20b/c.php?x=1%27&y HTTP/1.1");
         assert_eq!(r.args_get, vec![(b"x".to_vec(), b"1'".to_vec()), (b"y".to_vec(), Vec::new())]);
         let mut r = Request::default();
-        r.set_uri("http://example.com/p?q", "GET", "HTTP/1.1", 100);
+        r.set_uri("http://example.com/p?q", "GET", "HTTP/1.1", 100, true);
         assert_eq!(r.uri, b"/p?q");
     }
 
     #[test]
     fn fragment_is_only_in_the_raw_uri() {
         let mut r = Request::default();
-        r.set_uri("/get/a.html?I=Like&Apples=Today#tag", "GET", "HTTP/1.1", 100);
+        r.set_uri("/get/a.html?I=Like&Apples=Today#tag", "GET", "HTTP/1.1", 100, true);
         assert_eq!(r.filename, b"/get/a.html");
         assert_eq!(r.query_string, b"I=Like&Apples=Today");
         assert_eq!(r.args_get.last(), Some(&(b"Apples".to_vec(), b"Today".to_vec())));
@@ -329,7 +331,7 @@ mod tests {
     #[test]
     fn json_over_the_argument_limit_is_a_body_error() {
         let mut r = Request::default();
-        r.add_request_header(b"Content-Type", b"application/json");
+        r.add_request_header(b"Content-Type", b"application/json", true);
         r.body = br#"{"a":1,"b":2,"c":3}"#.to_vec();
         r.parse_body(Some("JSON"), 512, 2);
         assert!(r.reqbody_error);
@@ -343,7 +345,7 @@ mod tests {
     #[test]
     fn cookies_follow_modsecurity() {
         let mut r = Request::default();
-        r.add_request_header(b"Cookie", b"a=1; b=x=y;;  =z; c ");
+        r.add_request_header(b"Cookie", b"a=1; b=x=y;;  =z; c ", true);
         assert_eq!(r.cookies, vec![(b"a".to_vec(), b"1".to_vec()), (b"b".to_vec(), b"x=y".to_vec()), (b"c".to_vec(), Vec::new())]);
     }
 }
