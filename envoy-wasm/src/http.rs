@@ -383,21 +383,25 @@ impl HttpContext for WaferHttp {
             String::from_utf8_lossy(request_id).into_owned()
         };
         let persistent = ruleset.uses_persistent_collections();
+        let connection = ruleset.mentions.connection;
         let mut tx = Transaction::new(ruleset, self.unique_id.clone());
         if persistent {
             tx.set_collection_store(std::sync::Arc::new(crate::protect::SharedCollections));
         }
 
-        let source = host::property(&["source", "address"]).unwrap_or_default();
-        let destination = host::property(&["destination", "address"]).unwrap_or_default();
-        let source = String::from_utf8_lossy(&source);
-        let destination = String::from_utf8_lossy(&destination);
-        let (client_ip, client_port) = host::split_address(&source);
-        let (server_ip, server_port) = host::split_address(&destination);
-        // With `client_ip` configured, REMOTE_ADDR is the client it designates.
-        let client = self.protect.as_ref().and_then(|p| p.configured_client());
-        let client_ip = client.as_deref().unwrap_or(client_ip);
-        tx.process_connection(client_ip, client_port, server_ip, server_port);
+        // Two host calls saved per request when no rule reads the addresses.
+        if connection {
+            let source = host::property(&["source", "address"]).unwrap_or_default();
+            let destination = host::property(&["destination", "address"]).unwrap_or_default();
+            let source = String::from_utf8_lossy(&source);
+            let destination = String::from_utf8_lossy(&destination);
+            let (client_ip, client_port) = host::split_address(&source);
+            let (server_ip, server_port) = host::split_address(&destination);
+            // With `client_ip` configured, REMOTE_ADDR is the client it designates.
+            let client = self.protect.as_ref().and_then(|p| p.configured_client());
+            let client_ip = client.as_deref().unwrap_or(client_ip);
+            tx.process_connection(client_ip, client_port, server_ip, server_port);
+        }
 
         self.protocol = host::property(&["request", "protocol"])
             .map(|p| String::from_utf8_lossy(&p).into_owned())

@@ -164,12 +164,18 @@ pub struct Ruleset {
 pub struct Mentions {
     pub args: bool,
     pub cookies: bool,
+    /// `REMOTE_*`, `SERVER_ADDR`, `SERVER_PORT`: the host need not look up the addresses.
+    pub connection: bool,
 }
 
 impl Mentions {
     fn of(text: &str) -> Mentions {
         let has = |word: &[u8]| text.as_bytes().windows(word.len()).any(|w| w.eq_ignore_ascii_case(word));
-        Mentions { args: has(b"ARGS") || has(b"URLENCODED_ERROR"), cookies: has(b"COOKIE") }
+        Mentions {
+            args: has(b"ARGS") || has(b"URLENCODED_ERROR"),
+            cookies: has(b"COOKIE"),
+            connection: has(b"REMOTE_") || has(b"SERVER_ADDR") || has(b"SERVER_PORT"),
+        }
     }
 }
 
@@ -309,6 +315,7 @@ impl Compiler {
         let m = Mentions::of(text);
         self.mentions.args |= m.args;
         self.mentions.cookies |= m.cookies;
+        self.mentions.connection |= m.connection;
         for d in seclang::lex(origin, text)? {
             let at = |offset: usize, msg: String| Error::at(origin, text, offset, msg);
             let arg = |i: usize| d.args.get(i).map(|a| a.text.as_str()).unwrap_or("");
