@@ -121,7 +121,7 @@ impl Group {
         let mut changed = self.changed.iter().peekable();
         self.raw.iter().enumerate().map(move |(i, item)| match changed.next_if(|(at, _)| *at == i) {
             Some((_, p)) => (item, &p.val, &p.scan),
-            None => (item, &item.raw, &item.scan),
+            None => (item, &item.v.raw, &item.v.scan),
         })
     }
 }
@@ -135,20 +135,25 @@ pub(crate) fn write_name(prefix: &str, key: &Option<Rc<[u8]>>, out: &mut String)
     }
 }
 
+/// A request value copied once per transaction, with what every list and group needs of it.
+pub(crate) struct Interned {
+    pub raw: Rc<[u8]>,
+    /// The bytes it contains (for transformation triggers; all ones over 4 KiB).
+    pub bytes: [u64; 4],
+    /// The prefilter scan of `raw`, shared by every list and group where the value is unchanged.
+    pub scan: std::cell::OnceCell<Rc<Scan>>,
+}
+
 /// One collected value of a target list, before any transformation.
 pub(crate) struct RawItem {
     pub prefix: &'static str,
     pub key: Option<Rc<[u8]>>,
-    pub raw: Rc<[u8]>,
-    /// The bytes it contains (for transformation triggers).
-    pub bytes: [u64; 4],
-    /// The prefilter scan of `raw`, shared by every group where the value is unchanged.
-    pub scan: std::cell::OnceCell<Rc<Scan>>,
+    pub v: Rc<Interned>,
 }
 
 pub(crate) struct Cache {
     /// Stable request bytes copied once into shared buffers (address -> copy).
-    raw: FxMap<(usize, usize), Rc<[u8]>>,
+    raw: FxMap<(usize, usize), Rc<Interned>>,
     /// target signature -> its collected values, for the current phase.
     pub lists: FxMap<u32, Rc<Vec<RawItem>>>,
     /// (target signature, chain id) -> the prepared values, for the current phase.
@@ -252,8 +257,14 @@ impl Cache {
     }
 
     /// A shared copy of stable request bytes (one per distinct address).
-    pub fn intern(&mut self, b: &[u8]) -> Rc<[u8]> {
-        self.raw.entry((b.as_ptr() as usize, b.len())).or_insert_with(|| Rc::from(b)).clone()
+    pub fn intern(&mut self, b: &[u8]) -> Rc<Interned> {
+        self.raw
+            .entry((b.as_ptr() as usize, b.len()))
+            .or_insert_with(|| {
+                let bytes = if b.len() <= 4096 { byte_set(b) } else { [u64::MAX; 4] };
+                Rc::new(Interned { raw: Rc::from(b), bytes, scan: std::cell::OnceCell::new() })
+            })
+            .clone()
     }
 
     /// The scan of `v` (memoized by address).

@@ -517,12 +517,12 @@ fn group(t: &Transaction, link: &Rule, head: &Rule) -> Option<std::rc::Rc<Group>
     let mut cache = t.cache.borrow_mut();
     let mut changed = Vec::new();
     for (i, item) in list.iter().enumerate() {
-        if item.raw.len() <= 4096 && untouched(&item.bytes, &link.chain_trigger) {
+        if item.v.raw.len() <= 4096 && untouched(&item.v.bytes, &link.chain_trigger) {
             cache.stats.chains_untouched += 1;
             continue;
         }
-        if let Val::R(rc) = cache.chain(Val::R(item.raw.clone()), link.chain_id, &link.transforms).0 {
-            if !std::rc::Rc::ptr_eq(&rc, &item.raw) {
+        if let Val::R(rc) = cache.chain(Val::R(item.v.raw.clone()), link.chain_id, &link.transforms).0 {
+            if !std::rc::Rc::ptr_eq(&rc, &item.v.raw) {
                 changed.push((i, Prepared { val: rc, scan: std::cell::OnceCell::new() }));
             }
         }
@@ -553,12 +553,11 @@ fn raw_list(t: &Transaction, sig: u32, link: &Rule, head: &Rule) -> Option<std::
     for v in values {
         let (prefix, key) = match (&v.name, &v.value, v.stable) {
             (VName::Plain(n), Cow::Borrowed(_), true) => (*n, None),
-            (VName::Keyed(n, k), Cow::Borrowed(_), true) => (*n, Some(cache.intern(k))),
+            (VName::Keyed(n, k), Cow::Borrowed(_), true) => (*n, Some(cache.intern(k).raw.clone())),
             _ => return None,
         };
-        let raw = cache.intern(&v.value);
-        let bytes = if raw.len() <= 4096 { byte_set(&raw) } else { [u64::MAX; 4] };
-        out.push(RawItem { prefix, key, raw, bytes, scan: std::cell::OnceCell::new() });
+        let v = cache.intern(&v.value);
+        out.push(RawItem { prefix, key, v });
     }
     let l = std::rc::Rc::new(out);
     cache.lists.insert(sig, l.clone());
