@@ -123,8 +123,17 @@ fn analyze(h: &Hir, depth: usize) -> Info {
             if r.min == 0 {
                 return none;
             }
-            let exact = if r.min == 1 && r.max == Some(1) { sub.exact.clone() } else { None };
-            Info { exact, required: better(sub.required, sub.exact.and_then(usable)) }
+            // `x{m,n}` holds m matches of `x` in a row: with a small exact set E for `x`, a
+            // string of E^m (e.g. `\.{2,3}` needs ".."; a lone "." matches far more values).
+            let run = sub.exact.as_ref().and_then(|e| {
+                let mut acc = e.clone();
+                for _ in 1..r.min.min(8) {
+                    acc = cross(&acc, e)?;
+                }
+                Some(acc)
+            });
+            let exact = if r.max == Some(r.min) && r.min <= 8 { run.clone() } else { None };
+            Info { exact, required: better(better(sub.required, sub.exact.and_then(usable)), run.and_then(usable)) }
         }
         HirKind::Alternation(alts) => {
             let infos: Vec<Info> = alts.iter().map(|a| analyze(a, depth + 1)).collect();
@@ -429,12 +438,14 @@ mod tests {
         assert_eq!(req("[<>]"), Some(vec!["<".into(), ">".into()]));
         assert_eq!(req("\\w+"), None);
         assert_eq!(req("(?:ab)?c"), Some(vec!["c".into()]));
+        assert_eq!(req("\\.{2,3}/"), Some(vec!["..".into()]));
+        assert_eq!(req("x(?:ab){2}"), Some(vec!["xabab".into()]));
     }
 
     #[test]
     fn requirement_is_sound_on_samples() {
         // Every match of the pattern contains one of the required literals.
-        let cases = [("(?i)on(?:load|error)\\s*=", "x ONLOAD = y"), ("a[bc]{2,3}d", "zzacbcd"), ("(?:\\.\\./)+etc", "../../etc/passwd")];
+        let cases = [("(?i)on(?:load|error)\\s*=", "x ONLOAD = y"), ("a[bc]{2,3}d", "zzacbcd"), ("(?:\\.\\./)+etc", "../../etc/passwd"), ("\\.{2,3}[/\\\\]", "a...\\b"), ("(?:ab){2}c", "xababc")];
         for (p, hay) in cases {
             let re = regex::bytes::RegexBuilder::new(p).unicode(false).build().unwrap();
             let m = re.find(hay.as_bytes()).unwrap();
