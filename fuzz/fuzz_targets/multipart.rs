@@ -14,8 +14,10 @@ fuzz_target!(|data: &[u8]| {
     let opts = MultipartOptions {
         max_files: 3,
         keep_file_content: data.len() % 2 == 0,
+        max_parts: 4 + data.len() % 64,
     };
     let r = parse(ct, body, &opts);
+    assert!(r.fields.len() + r.files.len() <= opts.max_parts);
     let fields: usize = r.fields.iter().map(|(n, v)| n.len() + v.len()).sum();
     assert!(fields <= body.len());
 });

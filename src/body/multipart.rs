@@ -55,6 +55,10 @@ pub struct MultipartOptions {
     pub max_files: usize,
     /// Keep file contents (FILES_TMP_CONTENT) in [`MultipartFile::content`].
     pub keep_file_content: bool,
+    /// Largest number of parts (fields and files): a boundary opening one more part is an
+    /// error that stops parsing (wafer's bound on the work per body; the transaction passes
+    /// `SecArgumentsLimit`). ModSecurity v3 has no such limit.
+    pub max_parts: usize,
 }
 
 impl Default for MultipartOptions {
@@ -62,6 +66,7 @@ impl Default for MultipartOptions {
         MultipartOptions {
             max_files: usize::MAX,
             keep_file_content: false,
+            max_parts: usize::MAX,
         }
     }
 }
@@ -509,6 +514,14 @@ impl Parser {
                             escape_for_msg(line)
                         ))
                     }
+                }
+                if !is_final && self.boundary_count >= self.opts.max_parts {
+                    // The part this boundary ends stays; no new one opens.
+                    self.process_boundary(true);
+                    return Err(format!(
+                        "Multipart: more than {} parts (SecArgumentsLimit).",
+                        self.opts.max_parts
+                    ));
                 }
                 self.process_boundary(is_final);
                 if is_final {
@@ -1424,6 +1437,24 @@ line2\n\
         assert_eq!(r.files.len(), 2);
         assert_eq!(r.files_combined_size(), 3);
         assert_eq!(fields(&r), vec![f("x", "y")]);
+    }
+
+    /// Found by the pathological-input check (tests/src/bin/pathological.rs): 15,000 tiny
+    /// parts in 1 MiB made the CRS work superlinear; the parts are now bounded.
+    #[test]
+    fn parts_over_the_limit_stop_parsing() {
+        let body = crlf("--XyZ\nContent-Disposition: form-data; name=\"a\"\n\n1\n--XyZ\nContent-Disposition: form-data; name=\"b\"; filename=\"f\"\n\n2\n--XyZ\nContent-Disposition: form-data; name=\"c\"\n\n3\n--XyZ--\n");
+        let opts = |max_parts| MultipartOptions { max_parts, ..Default::default() };
+        let r = parse(CT, &body, &opts(3));
+        assert_eq!(r.error, None);
+        assert_eq!((r.fields.len(), r.files.len()), (2, 1));
+        let r = parse(CT, &body, &opts(2));
+        assert_eq!(
+            r.error.as_deref(),
+            Some("Multipart parsing error: Multipart: more than 2 parts (SecArgumentsLimit).")
+        );
+        assert_eq!(fields(&r), vec![f("a", "1")]);
+        assert_eq!(r.files.len(), 1);
     }
 
     #[test]

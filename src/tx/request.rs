@@ -133,9 +133,15 @@ impl Request {
         }
     }
 
+    #[cfg(test)]
     pub fn add_request_header(&mut self, name: &[u8], value: &[u8]) {
+        self.add_request_header_limited(name, value, usize::MAX);
+    }
+
+    /// Like [`Request::add_request_header`], keeping at most `max_cookies` cookies in all.
+    pub fn add_request_header_limited(&mut self, name: &[u8], value: &[u8], max_cookies: usize) {
         if name.eq_ignore_ascii_case(b"cookie") {
-            self.add_cookies(value);
+            self.add_cookies(value, max_cookies);
         } else if name.eq_ignore_ascii_case(b"host") {
             let host = value.split(|&b| b == b':').next().unwrap_or_default();
             self.server_name = host.to_vec();
@@ -145,7 +151,7 @@ impl Request {
 
     /// ModSecurity v3 cookie parsing: split on `;`, key = up to the first `=`
     /// (left-trimmed), empty keys skipped, values kept raw.
-    fn add_cookies(&mut self, value: &[u8]) {
+    fn add_cookies(&mut self, value: &[u8], max_cookies: usize) {
         let mut value = value;
         while let Some((last, rest)) = value.split_last() {
             if last.is_ascii_whitespace() {
@@ -155,6 +161,9 @@ impl Request {
             }
         }
         for c in value.split(|&b| b == b';') {
+            if self.cookies.len() >= max_cookies {
+                break;
+            }
             if c.is_empty() {
                 continue;
             }
@@ -246,7 +255,7 @@ impl Request {
             }
             Some("MULTIPART") => {
                 let ct = self.header(b"content-type").unwrap_or_default().to_vec();
-                let opts = multipart::MultipartOptions { max_files: usize::MAX, keep_file_content: false };
+                let opts = multipart::MultipartOptions { max_files: usize::MAX, keep_file_content: false, max_parts: max_args };
                 let m = multipart::parse(&ct, &self.body, &opts);
                 self.args_post.extend(m.fields.iter().take(room).cloned());
                 for f in &m.files {
@@ -281,7 +290,8 @@ impl Request {
                 }
             }
             Some("XML") => {
-                let x = xml::parse(&self.body, &xml::XmlLimits::default());
+                let limits = xml::XmlLimits { max_attrs: max_args, ..Default::default() };
+                let x = xml::parse(&self.body, &limits);
                 if let Some(t) = x.root_text() {
                     self.xml_text.push(t.to_vec());
                 }
@@ -338,6 +348,18 @@ mod tests {
         r.body = br#"{"a":1,"b":2}"#.to_vec();
         r.parse_body(Some("JSON"), 512, 2);
         assert!(!r.reqbody_error);
+    }
+
+    #[test]
+    /// Found by the pathological-input check (tests/src/bin/pathological.rs): 25,000 tiny
+    /// cookies took the full CRS 4 s; cookies are now bounded like arguments.
+    #[test]
+    fn cookies_stop_at_the_limit() {
+        let mut r = Request::default();
+        r.add_request_header_limited(b"Cookie", b"a=1; b=2", 3);
+        r.add_request_header_limited(b"Cookie", b"c=3; d=4; e=5", 3);
+        assert_eq!(r.cookies.len(), 3);
+        assert_eq!(r.cookies.last(), Some(&(b"c".to_vec(), b"3".to_vec())));
     }
 
     #[test]
