@@ -20,6 +20,7 @@ mod examples;
 mod plumbing;
 mod tiers;
 mod edge_cases;
+mod hostile;
 
 use std::time::Duration;
 
