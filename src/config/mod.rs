@@ -46,6 +46,10 @@ pub struct PluginConfig {
     /// full CRS in blocking mode.
     #[serde(default)]
     pub crs: Option<crs::CrsConfig>,
+    /// For tests of Envoy's `failure_policy` only: a request carrying a header of this name
+    /// makes the filter abort its VM (a wasm trap). Unset (the default), no request can.
+    #[serde(default)]
+    pub test_trap_header: Option<String>,
 }
 
 impl PluginConfig {
@@ -63,6 +67,7 @@ pub struct Waf {
     default: Option<Arc<Ruleset>>,
     per_authority: Vec<(String, Arc<Ruleset>)>,
     labels: Vec<(String, String)>,
+    trap_header: Option<String>,
 }
 
 const _: () = {
@@ -119,7 +124,13 @@ impl Waf {
             per_authority.push((auth.to_ascii_lowercase(), get(name, &format!("per_authority_directives[{auth}]"))?));
         }
         let labels = cfg.metric_labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-        Ok(Waf { sets, default, per_authority, labels })
+        let trap_header = cfg.test_trap_header.as_ref().map(|h| h.to_ascii_lowercase());
+        Ok(Waf { sets, default, per_authority, labels, trap_header })
+    }
+
+    /// `test_trap_header` of the configuration, lowercased (see [`PluginConfig`]).
+    pub fn test_trap_header(&self) -> Option<&str> {
+        self.trap_header.as_deref()
     }
 
     /// The rule set for a request's authority (`Host`): an exact entry of

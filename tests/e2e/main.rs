@@ -21,6 +21,7 @@ mod plumbing;
 mod tiers;
 mod edge_cases;
 mod hostile;
+mod failure_policy;
 
 use std::time::Duration;
 
