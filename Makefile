@@ -160,3 +160,6 @@ fuzz: fuzz-tools
 	$(CARGO) build --release -p wafer-cli -j $(JOBS)
 	python3 fuzz/seed.py target/release/wafer $(CRS_DIR) target/fuzz-corpus
 	FUZZ_SECONDS=$(FUZZ_SECONDS) CARGO_BUILD_JOBS=$(JOBS) fuzz/run.sh $(FUZZ_TARGETS)
+
+soak: tools wasm
+	ENVOY=$(ENVOY) WASM=$(WASM) SOAK_SECONDS=$(SOAK_SECONDS) SOAK_RPS=$(SOAK_RPS) python3 bench/soak.py
