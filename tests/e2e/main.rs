@@ -11,7 +11,9 @@
 //! - `custom_rules`: response phases, redirect and the response body limit, with rules of our own;
 //! - `config_errors`: bad plugin configurations are refused with a position;
 //! - `examples`: `envoy --mode validate` on the configurations under `examples/`;
-//! - `edge_cases`: malformed JSON, invalid percent-encoding, body limits (Reject, ProcessPartial).
+//! - `edge_cases`: malformed JSON, invalid percent-encoding, body limits (Reject, ProcessPartial);
+//! - `hostile`: hostile requests against the full CRS, then the VM is still alive;
+//! - `failure_policy`: Envoy's `failure_policy` when the VM crashes, bad rules, Envoy's buffer.
 
 mod cases;
 mod config_errors;

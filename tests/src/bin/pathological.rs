@@ -131,6 +131,13 @@ fn cases() -> Vec<Case> {
         Case { name: "multipart one part, many header lines", make: |n| {
             ("/".into(), "multipart/form-data; boundary=b", format!("--b\r\nContent-Disposition: form-data; name=\"a\"\r\n{}\r\n1\r\n--b--\r\n", rep("X-a: 1\r\n", n)).into_bytes())
         }, want: Verdict::Blocked },
+        Case { name: "multipart one part, many distinct headers", make: |n| {
+            let mut h = String::new();
+            for i in 0..n / 12 {
+                h.push_str(&format!("X-h{i}: 1\r\n"));
+            }
+            ("/".into(), "multipart/form-data; boundary=b", format!("--b\r\nContent-Disposition: form-data; name=\"a\"\r\n{h}\r\n1\r\n--b--\r\n").into_bytes())
+        }, want: Verdict::Status(400) },
         Case { name: "multipart one long line", make: |n| {
             ("/".into(), "multipart/form-data; boundary=b", format!("--b\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\n{}\r\n--b--\r\n", rep("a", n)).into_bytes())
         }, want: Verdict::Pass },
