@@ -81,6 +81,7 @@ test: tools wasm oci crs-verify
 	$(CRS_REGRESSION)
 	$(CRS_REGRESSION) --blocking-sample 3
 	$(MAKE) oracle
+	$(MAKE) bounds
 
 # The CRS regression runner (tests/src/bin/crs-regression.rs): exits non-zero under its bars.
 CRS_REGRESSION = WAFER_ENVOY=$(abspath $(ENVOY)) WAFER_WASM=$(abspath $(WASM)) \
@@ -175,3 +176,30 @@ oracle: tools-rust
 lint: tools-rust
 	$(CARGO) clippy -p wafer -p wafer-envoy --lib -j $(JOBS)
 	$(CARGO) clippy -p wafer -p wafer-envoy --lib --target $(WASM_TARGET) -j $(JOBS)
+
+# Hardening (README "Bad input"). `bounds`: 1 MiB pathological inputs against the full CRS,
+# native release build: time linear in size, bounded peak RSS, documented verdicts (part of
+# `make test`). `fuzz`: cargo-fuzz targets (nightly, installed here) for FUZZ_SECONDS each on
+# corpora seeded from the CRS regression suite (fuzz/README.md). `soak`: SOAK_SECONDS of mixed
+# benign + attack traffic through Envoy + wafer + full CRS at SOAK_RPS (bench/soak.py).
+.PHONY: bounds fuzz fuzz-tools soak
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?=
+SOAK_SECONDS ?= 600
+SOAK_RPS ?= 100
+
+bounds: tools-rust
+	$(CARGO) build --release -p wafer-tests --bin pathological -j $(JOBS)
+	target/release/pathological
+
+fuzz-tools: tools-rust
+	@rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
+	@cargo +nightly fuzz --version >/dev/null 2>&1 || $(CARGO) install cargo-fuzz --locked
+
+fuzz: fuzz-tools
+	$(CARGO) build --release -p wafer-cli -j $(JOBS)
+	python3 fuzz/seed.py target/release/wafer $(CRS_DIR) target/fuzz-corpus
+	FUZZ_SECONDS=$(FUZZ_SECONDS) CARGO_BUILD_JOBS=$(JOBS) fuzz/run.sh $(FUZZ_TARGETS)
+
+soak: tools wasm
+	ENVOY=$(ENVOY) WASM=$(WASM) SOAK_SECONDS=$(SOAK_SECONDS) SOAK_RPS=$(SOAK_RPS) python3 bench/soak.py

@@ -352,6 +352,13 @@ impl HttpContext for WaferHttp {
                 _ => {}
             }
         }
+        // Test-only switch (`test_trap_header`, unset in any real configuration): abort the
+        // VM, so the e2e tests can watch Envoy's failure_policy at work.
+        if let Some(trap) = shared.waf.test_trap_header() {
+            if headers.iter().any(|(name, _)| name == trap) {
+                std::process::abort();
+            }
+        }
         // CONNECT has no `:path`: its target is the authority (`CONNECT host:port HTTP/1.1`).
         let path = match path {
             Some(p) => p,

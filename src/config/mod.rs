@@ -60,6 +60,10 @@ pub struct PluginConfig {
     pub hardening: Option<protect::HardeningConfig>,
     #[serde(default)]
     pub request_log: Option<protect::RequestLogConfig>,
+    /// For tests of Envoy's `failure_policy` only: a request carrying a header of this name
+    /// makes the filter abort its VM (a wasm trap). Unset (the default), no request can.
+    #[serde(default)]
+    pub test_trap_header: Option<String>,
 }
 
 impl PluginConfig {
@@ -90,6 +94,7 @@ pub struct Waf {
     per_authority: Vec<(String, Arc<Ruleset>)>,
     labels: Vec<(String, String)>,
     protect: Option<protect::Protect>,
+    trap_header: Option<String>,
 }
 
 const _: () = {
@@ -147,7 +152,13 @@ impl Waf {
         }
         let labels = cfg.metric_labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         let protect = protect::Protect::compile(&cfg.protect_config())?;
-        Ok(Waf { sets, default, per_authority, labels, protect })
+        let trap_header = cfg.test_trap_header.as_ref().map(|h| h.to_ascii_lowercase());
+        Ok(Waf { sets, default, per_authority, labels, protect, trap_header })
+    }
+
+    /// `test_trap_header` of the configuration, lowercased (see [`PluginConfig`]).
+    pub fn test_trap_header(&self) -> Option<&str> {
+        self.trap_header.as_deref()
     }
 
     /// The rule set for a request's authority (`Host`): an exact entry of

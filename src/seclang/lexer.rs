@@ -87,9 +87,10 @@ pub fn lex(file: &str, src: &str) -> Result<Vec<RawDirective>, Error> {
         let mut args: Vec<Arg> = Vec::new();
         // Read words until end of the logical line.
         loop {
-            // Skip horizontal blanks.
+            // Skip blanks: every whitespace but the newline (a word ends at any
+            // whitespace, so a vertical tab or form feed must be skipped here too).
             while let Some(c) = cur.peek() {
-                if c == ' ' || c == '\t' || c == '\r' {
+                if c.is_whitespace() && c != '\n' {
                     cur.bump();
                 } else {
                     break;
@@ -164,6 +165,16 @@ mod tests {
         assert_eq!(d[1].args.len(), 3);
         assert_eq!(d[1].args[1].text, "@rx a\"b\\d");
         assert_eq!(d[1].args[2].text, "id:1,  phase:2");
+    }
+
+    /// Found by fuzz/seclang: a vertical tab between words looped forever, pushing empty
+    /// arguments.
+    #[test]
+    fn vertical_tab_and_form_feed_separate_words() {
+        let d = lex("t", "SecRule ARGS\x0b\"@rx a\"\x0c\"id:1\"\u{2003}x\n").unwrap();
+        assert_eq!(d.len(), 1);
+        let args: Vec<&str> = d[0].args.iter().map(|a| a.text.as_str()).collect();
+        assert_eq!(args, ["ARGS", "@rx a", "id:1", "x"]);
     }
 
     #[test]

@@ -176,7 +176,13 @@ impl Transaction {
     }
 
     pub fn add_request_header(&mut self, name: &[u8], value: &[u8]) {
-        self.req.add_request_header(name, value, self.rs.mentions.cookies);
+        // Cookies are bounded like arguments (wafer's choice; ModSecurity has no cookie
+        // limit): every rule on REQUEST_COOKIES inspects each one, so 30,000 tiny cookies
+        // in one 60 KiB header cost seconds. Those over SecArgumentsLimit are not kept;
+        // rule 200008 of @recommended-conf answers 400 from 1000 on. Rule sets that never
+        // mention cookies do not parse them at all.
+        let limit = self.rs.settings.arguments_limit;
+        self.req.add_request_header_limited(name, value, self.rs.mentions.cookies, limit);
     }
 
     /// Phase 1.

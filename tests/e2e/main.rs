@@ -14,7 +14,9 @@
 //! - `edge_cases`: malformed JSON, invalid percent-encoding, body limits (Reject, ProcessPartial);
 //! - `ship`: the OCI image through a real registry, `istio/` manifests against the CRD, Envoy's
 //!   remote fetch with sha256, build identity and Prometheus labels.
-//! - `protect`: IP lists, rate limits, behaviour scoring, hardening, request log (two workers).
+//! - `protect`: IP lists, rate limits, behaviour scoring, hardening, request log (two workers);
+//! - `hostile`: hostile requests against the full CRS, then the VM is still alive;
+//! - `failure_policy`: Envoy's `failure_policy` when the VM crashes, bad rules, Envoy's buffer.
 
 mod cases;
 mod config_errors;
@@ -25,6 +27,8 @@ mod ship;
 mod tiers;
 mod edge_cases;
 mod protect;
+mod hostile;
+mod failure_policy;
 
 use std::time::Duration;
 
