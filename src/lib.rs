@@ -15,7 +15,6 @@ pub mod body;
 pub mod compile;
 pub mod config;
 pub mod actions;
-pub mod alloc;
 pub mod embedded;
 pub mod error;
 pub mod operators;

@@ -29,12 +29,6 @@ fn read(path: &str) -> Result<Vec<u8>, String> {
     std::fs::read(path).map_err(|e| format!("{path}: {e}"))
 }
 
-// The allocator of the Envoy module (see wafer::alloc), so that `wafer time` and profiles of
-// this command measure what the module does. This program has a single thread.
-#[cfg(any(all(target_arch = "wasm32", not(target_feature = "atomics")), feature = "class-alloc"))]
-#[global_allocator]
-// SAFETY: single-threaded program (wasm32 without atomics has no threads at all).
-static ALLOC: wafer::alloc::ClassAlloc = unsafe { wafer::alloc::ClassAlloc::new() };
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();

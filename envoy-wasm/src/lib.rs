@@ -39,11 +39,6 @@
     )
 )]
 
-// The wasm VM has one thread: small allocations use a size-class allocator (see wafer::alloc).
-#[cfg(all(target_arch = "wasm32", not(target_feature = "atomics")))]
-#[global_allocator]
-// SAFETY: wasm32 without the atomics feature has a single thread.
-static ALLOC: wafer::alloc::ClassAlloc = unsafe { wafer::alloc::ClassAlloc::new() };
 
 mod build_info;
 mod host;
