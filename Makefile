@@ -98,7 +98,7 @@ run: tools wasm
 	@echo "  curl -i http://127.0.0.1:8080/                           # benign -> 200"
 	@echo "Counters: curl -s http://127.0.0.1:9901/stats | grep wafer. Ctrl-C stops Envoy."
 	@echo
-	exec $(ENVOY) -c examples/run/envoy.yaml --concurrency 1 --disable-hot-restart \
+	exec $(ENVOY) -c envoy-wasm/examples/run/envoy.yaml --concurrency 1 --disable-hot-restart \
 	  -l warning --component-log-level wasm:info
 
 clean-tools:

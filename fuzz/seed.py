@@ -74,7 +74,7 @@ for conf in sorted(glob.glob(os.path.join(crs, "rules", "*.conf")) + glob.glob("
     for line in text.splitlines():
         if line.strip() and not line.lstrip().startswith("#"):
             put("seclang", line.encode())
-for cfg in glob.glob("examples/**/*.json", recursive=True) + glob.glob("testdata/**/*.json", recursive=True):
+for cfg in glob.glob("envoy-wasm/examples/**/*.json", recursive=True) + glob.glob("testdata/**/*.json", recursive=True):
     put("seclang", open(cfg, "rb").read())
 put("seclang", b'{"crs":{"paranoia_level":2,"exclusions":[{"rule_ids":[942100],"path_prefix":"/api"}]}}')
 

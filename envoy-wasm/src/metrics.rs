@@ -5,7 +5,7 @@
 //! `[A-Za-z0-9_-]`). Envoy shows them with its `wasmcustom.` prefix, e.g.
 //! `wasmcustom.wafer.transactions` in `/stats`. To turn the label segments into Prometheus
 //! tags, add a `stats_config.stats_tags` regex in the Envoy bootstrap
-//! (`examples/remote-fetch/envoy.yaml` has them for `rule_id`, `phase` and the build gauge).
+//! (`envoy-wasm/examples/remote-fetch/envoy.yaml` has them for `rule_id`, `phase` and the build gauge).
 //!
 //! Per-rule counters are `wafer[...].rule_interruptions.phase.<1-4>.rule_id.<id>`: their own
 //! name, not `interruptions.*`, so that once the tags are extracted they do not share a

@@ -1,4 +1,4 @@
-//! The configurations under `examples/` stay valid: `envoy --mode validate` loads the module
+//! The configurations under `envoy-wasm/examples/` stay valid: `envoy --mode validate` loads the module
 //! and runs wafer's configuration step, so a stale plugin configuration fails here too.
 
 use std::path::Path;
@@ -43,15 +43,15 @@ fn validate(example: &str) {
 
 #[test]
 fn example_envoy_yaml_validates() {
-    validate("examples/envoy.yaml");
+    validate("envoy-wasm/examples/envoy.yaml");
 }
 
 #[test]
 fn make_run_envoy_yaml_validates() {
-    validate("examples/run/envoy.yaml");
+    validate("envoy-wasm/examples/run/envoy.yaml");
 }
 
 #[test]
 fn remote_fetch_envoy_yaml_validates() {
-    validate("examples/remote-fetch/envoy.yaml");
+    validate("envoy-wasm/examples/remote-fetch/envoy.yaml");
 }

@@ -10,7 +10,7 @@
 //! - `plumbing`: the module loads, connections and bodies survive the filter;
 //! - `custom_rules`: response phases, redirect and the response body limit, with rules of our own;
 //! - `config_errors`: bad plugin configurations are refused with a position;
-//! - `examples`: `envoy --mode validate` on the configurations under `examples/`;
+//! - `examples`: `envoy --mode validate` on the configurations under `envoy-wasm/examples/`;
 //! - `edge_cases`: malformed JSON, invalid percent-encoding, body limits (Reject, ProcessPartial);
 //! - `ship`: the OCI image through a real registry, `istio/` manifests against the CRD, Envoy's
 //!   remote fetch with sha256, build identity and Prometheus labels.

@@ -6,7 +6,7 @@
 //! - the image is reproducible from the module alone;
 //! - every manifest under `istio/` is valid for the WasmPlugin CRD and its `pluginConfig` is
 //!   accepted by wafer;
-//! - `examples/remote-fetch/envoy.yaml` runs for real: Envoy fetches the module from a
+//! - `envoy-wasm/examples/remote-fetch/envoy.yaml` runs for real: Envoy fetches the module from a
 //!   loopback HTTP server, checks its sha256, blocks an attack, shows wafer's counters with
 //!   Prometheus labels and the build identity; with a wrong sha256 nothing runs and every
 //!   request is refused.
@@ -326,9 +326,9 @@ fn oci_image_is_reproducible_from_the_module() {
     assert_eq!(String::from_utf8_lossy(&tars[0].1), String::from_utf8_lossy(&made), "make oci vs a rebuild");
 }
 
-/// `examples/remote-fetch/envoy.yaml` with its addresses on free loopback ports.
+/// `envoy-wasm/examples/remote-fetch/envoy.yaml` with its addresses on free loopback ports.
 fn remote_example(server: &FileServer, upstream: &Upstream, sha256: &str) -> String {
-    let text = fs::read_to_string(repo().join("examples/remote-fetch/envoy.yaml")).expect("read the example");
+    let text = fs::read_to_string(repo().join("envoy-wasm/examples/remote-fetch/envoy.yaml")).expect("read the example");
     let mut out = text;
     for (from, to) in [
         ("port_value: 9901", "port_value: 0".to_string()),
