@@ -226,20 +226,12 @@ pub const MIN_AC_LIT: usize = 2;
 
 /// All literals of all prefiltered rules in one case-insensitive automaton, and which
 /// requirements each literal and each byte satisfies.
-/// One automaton over some of the literals; `ids` maps its pattern index to the literal id.
-#[derive(Debug)]
-struct Scanner {
-    ac: AhoCorasick,
-    ids: Vec<u32>,
-}
-
 #[derive(Debug, Default)]
 pub struct Prefilter {
-    /// The automata over the literals (one today, see [`Builder::build`]).
-    scanners: Vec<Scanner>,
-    /// An automaton could not be built: every requirement counts as satisfied.
+    /// Over all literals (pattern index = literal id); see [`Builder::build`] for its kind.
+    ac: Option<AhoCorasick>,
+    /// The automaton could not be built: every requirement counts as satisfied.
     disabled: bool,
-    pub literal_count: usize,
     /// Words of a requirement bit set.
     pub words: usize,
     /// `256 * words`: row `b` is the set of requirements the byte `b` satisfies.
@@ -310,10 +302,9 @@ impl Prefilter {
                 }
             }
         }
-        for sc in &self.scanners {
-            for m in sc.ac.find_overlapping_iter(v) {
-                let lit = sc.ids.get(m.pattern().as_usize()).map_or(usize::MAX, |&l| l as usize);
-                for &r in self.lit_reqs.get(lit).map(Vec::as_slice).unwrap_or_default() {
+        if let Some(ac) = &self.ac {
+            for m in ac.find_overlapping_iter(v) {
+                for &r in self.lit_reqs.get(m.pattern().as_usize()).map(Vec::as_slice).unwrap_or_default() {
                     out.set(r);
                 }
             }
@@ -399,25 +390,20 @@ impl Builder {
                 }
             }
         }
-        let mut scanners = Vec::new();
-        let mut disabled = false;
-        // One contiguous NFA: a DFA scans a little faster but takes ~1 s (native) to build
+        // A contiguous NFA: a DFA scans a little faster but takes ~1 s (native) to build
         // with the CRS's word lists, at every VM start; two automata (a DFA for the @rx
         // literals, the NFA for the word lists) cost more at start and gained nothing
         // measurable per request.
-        for kind in [AhoCorasickKind::ContiguousNFA] {
-            let ids: Vec<u32> = (0..self.lits.len() as u32).collect();
-            if ids.is_empty() {
-                continue;
-            }
-            let pats = ids.iter().filter_map(|&i| self.lits.get(i as usize));
-            match AhoCorasickBuilder::new().ascii_case_insensitive(true).match_kind(MatchKind::Standard).kind(Some(kind)).build(pats) {
-                Ok(ac) => scanners.push(Scanner { ac, ids }),
+        let (ac, disabled) = if self.lits.is_empty() {
+            (None, false)
+        } else {
+            match AhoCorasickBuilder::new().ascii_case_insensitive(true).match_kind(MatchKind::Standard).kind(Some(AhoCorasickKind::ContiguousNFA)).build(&self.lits) {
+                Ok(ac) => (Some(ac), false),
                 // Sound fallback: without the automaton no requirement can be ruled out.
-                Err(_) => disabled = true,
+                Err(_) => (None, true),
             }
-        }
-        Prefilter { scanners, disabled, literal_count: self.lits.len(), words, byte_table, lit_reqs, lits: self.lits, reqs: self.reqs }
+        };
+        Prefilter { ac, disabled, words, byte_table, lit_reqs, lits: self.lits, reqs: self.reqs }
     }
 }
 

@@ -682,15 +682,16 @@ fn eval_rule(t: &mut Transaction, rule: &Rule, phase: u8) -> Option<Disruptive> 
     let nanos = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
     let after = (t.probe.values.get(), t.probe.skipped.get(), t.probe.ran.get(), t.probe.unshared.get());
     if let Some(p) = t.profile.as_mut() {
-        let s = p.rules.entry(rule.id).or_default();
-        s.phase = phase;
-        s.evals += 1;
-        s.values += after.0.wrapping_sub(before.0);
-        s.skipped += after.1.wrapping_sub(before.1);
-        s.ran += after.2.wrapping_sub(before.2);
-        s.unshared += after.3.wrapping_sub(before.3);
-        s.matched += u64::from(decision.is_some());
-        s.nanos += nanos;
+        p.rules.entry(rule.id).or_default().add(&super::profile::RuleStat {
+            phase,
+            evals: 1,
+            values: after.0.wrapping_sub(before.0),
+            skipped: after.1.wrapping_sub(before.1),
+            ran: after.2.wrapping_sub(before.2),
+            matched: u64::from(decision.is_some()),
+            unshared: after.3.wrapping_sub(before.3),
+            nanos,
+        });
     }
     decision
 }

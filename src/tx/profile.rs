@@ -43,6 +43,19 @@ pub struct CacheStats {
     pub groups_reused: u64,
 }
 
+impl RuleStat {
+    pub fn add(&mut self, o: &RuleStat) {
+        self.phase = o.phase;
+        self.evals += o.evals;
+        self.values += o.values;
+        self.skipped += o.skipped;
+        self.ran += o.ran;
+        self.matched += o.matched;
+        self.unshared += o.unshared;
+        self.nanos += o.nanos;
+    }
+}
+
 impl CacheStats {
     pub fn add(&mut self, o: &CacheStats) {
         self.chains_computed += o.chains_computed;
@@ -121,15 +134,7 @@ impl Profile {
     pub fn merge(&mut self, o: &Profile) {
         self.transactions += o.transactions;
         for (id, s) in &o.rules {
-            let e = self.rules.entry(*id).or_default();
-            e.phase = s.phase;
-            e.evals += s.evals;
-            e.values += s.values;
-            e.skipped += s.skipped;
-            e.ran += s.ran;
-            e.matched += s.matched;
-            e.unshared += s.unshared;
-            e.nanos += s.nanos;
+            self.rules.entry(*id).or_default().add(s);
         }
         self.cache.add(&o.cache);
         for (k, g) in &o.groups {
