@@ -25,7 +25,13 @@ impl Hasher for Fx {
         self.0
     }
     fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            self.write_u64(u64::from_le_bytes(w));
+        }
+        for &b in chunks.remainder() {
             self.write_u64(u64::from(b));
         }
     }
@@ -57,7 +63,15 @@ impl Val<'_> {
         }
     }
     fn key(&self) -> (usize, usize) {
-        let b = self.bytes();
+        addr_key(self.bytes())
+    }
+}
+
+/// The memo key of stable bytes: their address, except that every empty value is one key.
+fn addr_key(b: &[u8]) -> (usize, usize) {
+    if b.is_empty() {
+        (0, 0)
+    } else {
         (b.as_ptr() as usize, b.len())
     }
 }
@@ -165,10 +179,50 @@ pub(crate) struct Cache {
     scans: FxMap<(usize, usize), Rc<Scan>>,
     sqli: FxMap<(usize, usize), Option<Rc<str>>>,
     xss: FxMap<(usize, usize), bool>,
+    /// Every byte string this cache holds, by content: equal values (a header and its
+    /// lowercase form when it had no capitals, two chains with the same result) share one
+    /// allocation, so the address-keyed memos above compute once per distinct content.
+    contents: std::collections::HashSet<Rc<[u8]>, BuildHasherDefault<Fx>>,
     /// Hit/miss counters (always kept: a few additions per value).
     pub stats: CacheStats,
     /// Per (targets, chain) group use, only while profiling.
     pub group_stats: Option<HashMap<(u32, u32), GroupStat>>,
+    /// Sized for a large rule set: given back to [`SPARE`] when dropped.
+    recycle: bool,
+}
+
+thread_local! {
+    /// One emptied cache kept from the last transaction of this thread (a wasm VM has one):
+    /// the next transaction takes it instead of allocating its sixteen tables again.
+    static SPARE: std::cell::RefCell<Option<Cache>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Tables that grew past this many entries (a request with thousands of values) are not kept.
+const SPARE_MAX_ENTRIES: usize = 1024;
+
+impl Drop for Cache {
+    fn drop(&mut self) {
+        if !self.recycle {
+            return;
+        }
+        let mut c = std::mem::take(self);
+        c.clear();
+        let big = [c.raw.capacity(), c.tf.capacity(), c.chains.capacity(), c.scans.capacity(), c.contents.capacity(), c.finals.capacity()]
+            .iter()
+            .any(|&n| n > SPARE_MAX_ENTRIES);
+        c.recycle = false;
+        if big {
+            return;
+        }
+        let _ = SPARE.try_with(|s| {
+            if let Ok(mut slot) = s.try_borrow_mut() {
+                if slot.is_none() {
+                    c.recycle = true;
+                    *slot = Some(c);
+                }
+            }
+        });
+    }
 }
 
 impl Default for Cache {
@@ -181,6 +235,11 @@ impl Cache {
     /// Tables sized for a rule set of `rules` rules: nothing is allocated for
     /// small rule sets; a CRS-sized one starts at the sizes a request needs.
     pub fn sized(rules: usize) -> Cache {
+        if rules >= 200 {
+            if let Some(c) = SPARE.try_with(|s| s.try_borrow_mut().ok().and_then(|mut s| s.take())).ok().flatten() {
+                return c;
+            }
+        }
         let n = |c: usize| if rules >= 200 { c } else { 0 };
         Cache {
             raw: FxMap::with_capacity_and_hasher(n(64), Default::default()),
@@ -192,23 +251,58 @@ impl Cache {
             scans: FxMap::with_capacity_and_hasher(n(64), Default::default()),
             sqli: FxMap::with_capacity_and_hasher(n(32), Default::default()),
             xss: FxMap::with_capacity_and_hasher(n(32), Default::default()),
+            contents: std::collections::HashSet::with_capacity_and_hasher(n(128), Default::default()),
             stats: CacheStats::default(),
             group_stats: None,
+            recycle: rules >= 200,
         }
+    }
+
+    /// Empties every table, keeping their allocations.
+    fn clear(&mut self) {
+        self.raw.clear();
+        self.lists.clear();
+        self.groups.clear();
+        self.tf.clear();
+        self.chains.clear();
+        self.finals.clear();
+        self.scans.clear();
+        self.sqli.clear();
+        self.xss.clear();
+        self.contents.clear();
+        self.stats = CacheStats::default();
+        self.group_stats = None;
     }
 }
 
 impl Cache {
+    /// The one shared copy of `b` (see `contents`).
+    fn share(&mut self, b: &[u8]) -> Rc<[u8]> {
+        if let Some(rc) = self.contents.get(b) {
+            return rc.clone();
+        }
+        let rc: Rc<[u8]> = Rc::from(b);
+        self.contents.insert(rc.clone());
+        rc
+    }
+
     /// `t` applied to a stable value, memoized.
     pub fn apply<'a>(&mut self, v: Val<'a>, t: Transform) -> Val<'a> {
         let (p, l) = v.key();
-        let entry = self.tf.entry((p, l, t)).or_insert_with(|| match t.apply(v.bytes()) {
+        if let Some(entry) = self.tf.get(&(p, l, t)) {
+            return match entry {
+                None => v,
+                Some(rc) => Val::R(rc.clone()),
+            };
+        }
+        let out = match t.apply(v.bytes()) {
             std::borrow::Cow::Borrowed(_) => None,
-            std::borrow::Cow::Owned(o) => Some(Rc::from(o)),
-        });
-        match entry {
+            std::borrow::Cow::Owned(o) => Some(self.share(&o)),
+        };
+        self.tf.insert((p, l, t), out.clone());
+        match out {
             None => v,
-            Some(rc) => Val::R(rc.clone()),
+            Some(rc) => Val::R(rc),
         }
     }
 
@@ -233,7 +327,7 @@ impl Cache {
                 owned = Some(o);
             }
         }
-        let val: Option<Rc<[u8]>> = owned.map(Rc::from);
+        let val: Option<Rc<[u8]>> = owned.map(|o| self.share(&o));
         self.stats.chains_computed += 1;
         let i = self.finals.len();
         self.finals.push(Final { val: val.clone(), scan: None });
@@ -258,53 +352,80 @@ impl Cache {
 
     /// A shared copy of stable request bytes (one per distinct address).
     pub fn intern(&mut self, b: &[u8]) -> Rc<Interned> {
-        self.raw
-            .entry((b.as_ptr() as usize, b.len()))
-            .or_insert_with(|| {
-                let bytes = if b.len() <= 4096 { byte_set(b) } else { [u64::MAX; 4] };
-                Rc::new(Interned { raw: Rc::from(b), bytes, scan: std::cell::OnceCell::new() })
-            })
-            .clone()
+        let key = addr_key(b);
+        if let Some(i) = self.raw.get(&key) {
+            return i.clone();
+        }
+        let bytes = if b.len() <= 4096 { byte_set(b) } else { [u64::MAX; 4] };
+        let i = Rc::new(Interned { raw: self.share(b), bytes, scan: std::cell::OnceCell::new() });
+        self.raw.insert(key, i.clone());
+        i
     }
 
     /// The scan of `v` (memoized by address).
     pub fn scan_rc(&mut self, v: &Rc<[u8]>, pf: &Prefilter) -> Rc<Scan> {
         let stats = &mut self.stats;
         stats.scans_reused += 1;
-        self.scans.entry((v.as_ptr() as usize, v.len())).or_insert_with(|| {
+        self.scans.entry(addr_key(v)).or_insert_with(|| {
             stats.scans_reused -= 1;
             stats.scans_computed += 1;
             Rc::new(Scan::new(v, pf))
         }).clone()
     }
 
+    /// The address key of `v`'s shared copy: values with equal bytes get one key.
+    fn content_key(&mut self, v: &[u8]) -> (usize, usize) {
+        addr_key(&self.share(v))
+    }
+
     pub fn scan(&mut self, v: &Val<'_>, pf: &Prefilter) -> Rc<Scan> {
+        self.stats.scans_reused += 1;
+        let key = v.key();
+        if let Some(s) = self.scans.get(&key) {
+            return s.clone();
+        }
+        let ck = self.content_key(v.bytes());
         let stats = &mut self.stats;
-        stats.scans_reused += 1;
-        self.scans.entry(v.key()).or_insert_with(|| {
+        let s = self.scans.entry(ck).or_insert_with(|| {
             stats.scans_reused -= 1;
             stats.scans_computed += 1;
             Rc::new(Scan::new(v.bytes(), pf))
-        }).clone()
+        }).clone();
+        self.scans.insert(key, s.clone());
+        s
     }
 
     pub fn sqli(&mut self, v: &Val<'_>) -> Option<Rc<str>> {
         let stats = &mut self.stats;
         stats.libinjection_reused += 1;
-        self.sqli.entry(v.key()).or_insert_with(|| {
+        if let Some(r) = self.sqli.get(&v.key()) {
+            return r.clone();
+        }
+        let ck = self.content_key(v.bytes());
+        let stats = &mut self.stats;
+        let r = self.sqli.entry(ck).or_insert_with(|| {
             stats.libinjection_reused -= 1;
             stats.libinjection_computed += 1;
             crate::operators::libinjection::detect_sqli(v.bytes()).map(Rc::from)
-        }).clone()
+        }).clone();
+        self.sqli.insert(v.key(), r.clone());
+        r
     }
 
     pub fn xss(&mut self, v: &Val<'_>) -> bool {
         let stats = &mut self.stats;
         stats.libinjection_reused += 1;
-        *self.xss.entry(v.key()).or_insert_with(|| {
+        if let Some(&r) = self.xss.get(&v.key()) {
+            return r;
+        }
+        let ck = self.content_key(v.bytes());
+        let stats = &mut self.stats;
+        let r = *self.xss.entry(ck).or_insert_with(|| {
             stats.libinjection_reused -= 1;
             stats.libinjection_computed += 1;
             crate::operators::libinjection::detect_xss(v.bytes())
-        })
+        });
+        self.xss.insert(v.key(), r);
+        r
     }
 }

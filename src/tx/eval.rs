@@ -414,6 +414,15 @@ impl Ctx<'_> {
                 _ => Vec::new(),
             };
         }
+        // The common case (`%{tx.critical_anomaly_score}` in setvars): one lookup, no parsing.
+        if let (true, Some(k)) = (name.eq_ignore_ascii_case("tx"), key) {
+            let v = if k.bytes().any(|b| b.is_ascii_uppercase()) {
+                self.t.tx.get(k.to_ascii_lowercase().as_str())
+            } else {
+                self.t.tx.get(k)
+            };
+            return v.cloned().unwrap_or_default();
+        }
         let Some(var) = Var::from_name(name) else { return Vec::new() };
         let sel = match key {
             Some(k) if var.is_collection() => KeySel::Key(k.to_ascii_lowercase()),
@@ -592,7 +601,8 @@ fn eval_link(t: &Transaction, link: &Rule, head: &Rule, hits: &mut HitPool) {
     }
     bump(&t.probe.unshared);
     let ctx = Ctx { t, rule: Some(head) };
-    let mut values: Vec<Value<'_>> = Vec::with_capacity(8);
+    // The list's allocation is reused from one evaluation to the next (see `recycle`).
+    let mut values: Vec<Value<'_>> = recycle(std::mem::take(&mut *t.values_scratch.borrow_mut()));
     if link.targets.is_empty() {
         // SecAction, or a rule without targets: one empty value.
         values.push(Value { name: VName::Plain(""), value: Cow::Borrowed(&b""[..]), stable: false });
@@ -660,6 +670,14 @@ fn eval_link(t: &Transaction, link: &Rule, head: &Rule, hits: &mut HitPool) {
             }
         }
     }
+    *t.values_scratch.borrow_mut() = recycle(values);
+}
+
+/// An emptied list of values with a new lifetime, in the same allocation (`Vec`'s in-place
+/// collection: the element types have one layout).
+fn recycle<'b>(mut v: Vec<Value<'_>>) -> Vec<Value<'b>> {
+    v.clear();
+    v.into_iter().filter_map(|_| None).collect()
 }
 
 /// `TX:0` .. `TX:9`, the capture slots.

@@ -81,6 +81,8 @@ pub struct Transaction {
     response_body_full: bool,
     /// Memoized transformations, prefilter scans and libinjection verdicts.
     cache: std::cell::RefCell<cache::Cache>,
+    /// The allocation of the value list of rules that do not share one (see `eval::recycle`).
+    values_scratch: std::cell::RefCell<Vec<eval::Value<'static>>>,
     /// Reused match buffers.
     hit_pool: eval::HitPool,
     /// Counters of the rule being evaluated (values, prefilter skips, operator runs).
@@ -118,6 +120,7 @@ impl Transaction {
             response_body_full: false,
             cache: std::cell::RefCell::new(cache::Cache::sized(rs.rule_count())),
             hit_pool: Default::default(),
+            values_scratch: Default::default(),
             probe: Default::default(),
             profile: None,
             store: None,
