@@ -127,6 +127,9 @@ pub struct Rule {
     /// phase: the interned id of the target list, so rules with the same
     /// targets and chain share one prepared list of values per phase.
     pub target_sig: Option<u32>,
+    /// Per target, an id for its (variable, selector, exclusions) when `target_sig` is set:
+    /// rules whose lists share a target share its collected values.
+    pub target_sigs: Vec<u32>,
 }
 
 /// An entry of a phase list.
@@ -661,6 +664,7 @@ impl Compiler {
             chain_id: 0,
             chain_trigger: None,
             target_sig: None,
+            target_sigs: Vec::new(),
         };
         self.pending_chain.push(rule);
         if !parsed.chain {
@@ -695,6 +699,7 @@ impl Compiler {
         let mut phases: [Vec<Entry>; 5] = Default::default();
         let mut chains: std::collections::HashMap<Vec<Transform>, u32> = std::collections::HashMap::new();
         let mut sigs: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
+        let mut tsigs: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
         let mut intern = |r: &mut Rule| {
             let next = u32::try_from(chains.len()).unwrap_or(u32::MAX);
             r.chain_id = *chains.entry(r.transforms.clone()).or_insert(next);
@@ -709,6 +714,18 @@ impl Compiler {
                 let next = u32::try_from(sigs.len()).unwrap_or(u32::MAX);
                 *sigs.entry(key).or_insert(next)
             });
+            r.target_sigs = if r.target_sig.is_some() {
+                r.targets
+                    .iter()
+                    .filter_map(|t| target_signature(std::slice::from_ref(t)))
+                    .map(|key| {
+                        let next = u32::try_from(tsigs.len()).unwrap_or(u32::MAX);
+                        *tsigs.entry(key).or_insert(next)
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            };
         };
         for item in self.items.iter_mut() {
             if let Item::Rule(r) = item {

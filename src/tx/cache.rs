@@ -159,6 +159,7 @@ pub(crate) struct Interned {
 }
 
 /// One collected value of a target list, before any transformation.
+#[derive(Clone)]
 pub(crate) struct RawItem {
     pub prefix: &'static str,
     pub key: Option<Rc<[u8]>>,
@@ -170,6 +171,8 @@ pub(crate) struct Cache {
     raw: FxMap<(usize, usize), Rc<Interned>>,
     /// target signature -> its collected values, for the current phase.
     pub lists: FxMap<u32, Rc<Vec<RawItem>>>,
+    /// (target id, removal mask) -> that one target's collected values, for the current phase.
+    pub targets: FxMap<(u32, u32), Rc<Vec<RawItem>>>,
     /// (target signature, chain id) -> the prepared values, for the current phase.
     pub groups: FxMap<(u32, u32), Rc<Group>>,
     tf: FxMap<(usize, usize, Transform), Option<Rc<[u8]>>>,
@@ -244,6 +247,7 @@ impl Cache {
         Cache {
             raw: FxMap::with_capacity_and_hasher(n(64), Default::default()),
             lists: FxMap::with_capacity_and_hasher(n(64), Default::default()),
+            targets: FxMap::with_capacity_and_hasher(n(64), Default::default()),
             groups: FxMap::with_capacity_and_hasher(n(128), Default::default()),
             tf: FxMap::default(),
             chains: FxMap::with_capacity_and_hasher(n(64), Default::default()),
@@ -262,6 +266,7 @@ impl Cache {
     fn clear(&mut self) {
         self.raw.clear();
         self.lists.clear();
+        self.targets.clear();
         self.groups.clear();
         self.tf.clear();
         self.chains.clear();

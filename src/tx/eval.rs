@@ -522,7 +522,7 @@ fn group(t: &Transaction, link: &Rule, head: &Rule) -> Option<std::rc::Rc<Group>
         }
         return Some(g);
     }
-    let list = raw_list(t, sig, link, head)?;
+    let list = raw_list(t, sig, mask, link, head)?;
     let mut cache = t.cache.borrow_mut();
     let mut changed = Vec::new();
     for (i, item) in list.iter().enumerate() {
@@ -548,15 +548,35 @@ fn group(t: &Transaction, link: &Rule, head: &Rule) -> Option<std::rc::Rc<Group>
     Some(g)
 }
 
-/// The collected values of a target list (by signature), once per phase.
-fn raw_list(t: &Transaction, sig: u32, link: &Rule, head: &Rule) -> Option<std::rc::Rc<Vec<RawItem>>> {
+/// The collected values of a target list (by signature), once per phase: the concatenation
+/// of its targets' values, each target collected once per phase whatever lists it is in.
+fn raw_list(t: &Transaction, sig: u32, mask: u32, link: &Rule, head: &Rule) -> Option<std::rc::Rc<Vec<RawItem>>> {
     if let Some(l) = t.cache.borrow().lists.get(&sig) {
         return Some(l.clone());
     }
-    let mut values: Vec<Value<'_>> = Vec::with_capacity(32);
-    for target in &link.targets {
-        collect(t, target, Some(head), &mut values);
+    if link.target_sigs.len() != link.targets.len() {
+        return None;
     }
+    let l = if let ([target], [ts]) = (link.targets.as_slice(), link.target_sigs.as_slice()) {
+        target_items(t, *ts, mask, target, head)?
+    } else {
+        let mut out = Vec::with_capacity(32);
+        for (target, ts) in link.targets.iter().zip(&link.target_sigs) {
+            out.extend(target_items(t, *ts, mask, target, head)?.iter().cloned());
+        }
+        std::rc::Rc::new(out)
+    };
+    t.cache.borrow_mut().lists.insert(sig, l.clone());
+    Some(l)
+}
+
+/// The collected values of one target (by id and the removals that apply), once per phase.
+fn target_items(t: &Transaction, ts: u32, mask: u32, target: &Target, head: &Rule) -> Option<std::rc::Rc<Vec<RawItem>>> {
+    if let Some(l) = t.cache.borrow().targets.get(&(ts, mask)) {
+        return Some(l.clone());
+    }
+    let mut values: Vec<Value<'_>> = Vec::new();
+    collect(t, target, Some(head), &mut values);
     let mut cache = t.cache.borrow_mut();
     let mut out = Vec::with_capacity(values.len());
     for v in values {
@@ -569,7 +589,7 @@ fn raw_list(t: &Transaction, sig: u32, link: &Rule, head: &Rule) -> Option<std::
         out.push(RawItem { prefix, key, v });
     }
     let l = std::rc::Rc::new(out);
-    cache.lists.insert(sig, l.clone());
+    cache.targets.insert((ts, mask), l.clone());
     Some(l)
 }
 
