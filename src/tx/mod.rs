@@ -7,6 +7,7 @@
 //! (`REQBODY_ERROR`) or interruptions.
 
 mod cache;
+pub(crate) use cache::Fx;
 mod eval;
 mod log;
 pub mod profile;
