@@ -303,6 +303,13 @@ impl Prefilter {
             }
         }
         if let Some(ac) = &self.ac {
+            let lowered;
+            let v = if v.iter().any(u8::is_ascii_uppercase) {
+                lowered = v.to_ascii_lowercase();
+                lowered.as_slice()
+            } else {
+                v
+            };
             for m in ac.find_overlapping_iter(v) {
                 for &r in self.lit_reqs.get(m.pattern().as_usize()).map(Vec::as_slice).unwrap_or_default() {
                     out.set(r);
@@ -397,7 +404,10 @@ impl Builder {
         let (ac, disabled) = if self.lits.is_empty() {
             (None, false)
         } else {
-            match AhoCorasickBuilder::new().ascii_case_insensitive(true).match_kind(MatchKind::Standard).kind(Some(AhoCorasickKind::ContiguousNFA)).build(&self.lits) {
+            // Case-insensitive by lowercasing both sides: an automaton with case-insensitive
+            // transitions has twice the edges to walk per byte.
+            let lower = self.lits.iter().map(|l| l.to_ascii_lowercase());
+            match AhoCorasickBuilder::new().match_kind(MatchKind::Standard).kind(Some(AhoCorasickKind::ContiguousNFA)).build(lower) {
                 Ok(ac) => (Some(ac), false),
                 // Sound fallback: without the automaton no requirement can be ruled out.
                 Err(_) => (None, true),
