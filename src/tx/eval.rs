@@ -694,7 +694,9 @@ fn eval_link(t: &Transaction, link: &Rule, head: &Rule, hits: &mut HitPool) {
 }
 
 /// An emptied list of values with a new lifetime, in the same allocation (`Vec`'s in-place
-/// collection: the element types have one layout).
+/// collection: the element types have one layout). `filter` would keep the old lifetime, which
+/// the 'static scratch slot cannot hold.
+#[allow(clippy::unnecessary_filter_map)]
 fn recycle<'b>(mut v: Vec<Value<'_>>) -> Vec<Value<'b>> {
     v.clear();
     v.into_iter().filter_map(|_| None).collect()
