@@ -67,6 +67,45 @@ impl Val<'_> {
     }
 }
 
+/// Byte strings by content (see `Cache::contents`).
+type Contents = std::collections::HashSet<Rc<[u8]>, BuildHasherDefault<Fx>>;
+
+/// The one shared copy of `b` in `contents`.
+fn share(contents: &mut Contents, b: &[u8]) -> Rc<[u8]> {
+    if let Some(rc) = contents.get(b) {
+        return rc.clone();
+    }
+    let rc: Rc<[u8]> = Rc::from(b);
+    contents.insert(rc.clone());
+    rc
+}
+
+/// The memo entry of `v` in `map`: found by address, else by content (the address of its
+/// shared copy, so values with equal bytes get one entry), else computed by `f`.
+/// `counts`: (reused, computed).
+fn memo<T: Clone>(map: &mut FxMap<(usize, usize), T>, contents: &mut Contents, counts: (&mut u64, &mut u64), v: &Val<'_>, f: impl FnOnce() -> T) -> T {
+    let key = v.key();
+    if let Some(r) = map.get(&key) {
+        *counts.0 += 1;
+        return r.clone();
+    }
+    let ck = addr_key(&share(contents, v.bytes()));
+    let r = match map.get(&ck) {
+        Some(r) => {
+            *counts.0 += 1;
+            r.clone()
+        }
+        None => {
+            *counts.1 += 1;
+            let r = f();
+            map.insert(ck, r.clone());
+            r
+        }
+    };
+    map.insert(key, r.clone());
+    r
+}
+
 /// The memo key of stable bytes: their address, except that every empty value is one key.
 fn addr_key(b: &[u8]) -> (usize, usize) {
     if b.is_empty() {
@@ -185,7 +224,7 @@ pub(crate) struct Cache {
     /// Every byte string this cache holds, by content: equal values (a header and its
     /// lowercase form when it had no capitals, two chains with the same result) share one
     /// allocation, so the address-keyed memos above compute once per distinct content.
-    contents: std::collections::HashSet<Rc<[u8]>, BuildHasherDefault<Fx>>,
+    contents: Contents,
     /// Hit/miss counters (always kept: a few additions per value).
     pub stats: CacheStats,
     /// Per (targets, chain) group use, only while profiling.
@@ -255,7 +294,7 @@ impl Cache {
             scans: FxMap::with_capacity_and_hasher(n(64), Default::default()),
             sqli: FxMap::with_capacity_and_hasher(n(32), Default::default()),
             xss: FxMap::with_capacity_and_hasher(n(32), Default::default()),
-            contents: std::collections::HashSet::with_capacity_and_hasher(n(128), Default::default()),
+            contents: Contents::with_capacity_and_hasher(n(128), Default::default()),
             stats: CacheStats::default(),
             group_stats: None,
             recycle: rules >= 200,
@@ -283,12 +322,7 @@ impl Cache {
 impl Cache {
     /// The one shared copy of `b` (see `contents`).
     fn share(&mut self, b: &[u8]) -> Rc<[u8]> {
-        if let Some(rc) = self.contents.get(b) {
-            return rc.clone();
-        }
-        let rc: Rc<[u8]> = Rc::from(b);
-        self.contents.insert(rc.clone());
-        rc
+        share(&mut self.contents, b)
     }
 
     /// `t` applied to a stable value, memoized.
@@ -378,59 +412,20 @@ impl Cache {
         }).clone()
     }
 
-    /// The address key of `v`'s shared copy: values with equal bytes get one key.
-    fn content_key(&mut self, v: &[u8]) -> (usize, usize) {
-        addr_key(&self.share(v))
-    }
-
     pub fn scan(&mut self, v: &Val<'_>, pf: &Prefilter) -> Rc<Scan> {
-        self.stats.scans_reused += 1;
-        let key = v.key();
-        if let Some(s) = self.scans.get(&key) {
-            return s.clone();
-        }
-        let ck = self.content_key(v.bytes());
-        let stats = &mut self.stats;
-        let s = self.scans.entry(ck).or_insert_with(|| {
-            stats.scans_reused -= 1;
-            stats.scans_computed += 1;
-            Rc::new(Scan::new(v.bytes(), pf))
-        }).clone();
-        self.scans.insert(key, s.clone());
-        s
+        let counts = (&mut self.stats.scans_reused, &mut self.stats.scans_computed);
+        memo(&mut self.scans, &mut self.contents, counts, v, || Rc::new(Scan::new(v.bytes(), pf)))
     }
 
     pub fn sqli(&mut self, v: &Val<'_>) -> Option<Rc<str>> {
-        let stats = &mut self.stats;
-        stats.libinjection_reused += 1;
-        if let Some(r) = self.sqli.get(&v.key()) {
-            return r.clone();
-        }
-        let ck = self.content_key(v.bytes());
-        let stats = &mut self.stats;
-        let r = self.sqli.entry(ck).or_insert_with(|| {
-            stats.libinjection_reused -= 1;
-            stats.libinjection_computed += 1;
+        let counts = (&mut self.stats.libinjection_reused, &mut self.stats.libinjection_computed);
+        memo(&mut self.sqli, &mut self.contents, counts, v, || {
             crate::operators::libinjection::detect_sqli(v.bytes()).map(Rc::from)
-        }).clone();
-        self.sqli.insert(v.key(), r.clone());
-        r
+        })
     }
 
     pub fn xss(&mut self, v: &Val<'_>) -> bool {
-        let stats = &mut self.stats;
-        stats.libinjection_reused += 1;
-        if let Some(&r) = self.xss.get(&v.key()) {
-            return r;
-        }
-        let ck = self.content_key(v.bytes());
-        let stats = &mut self.stats;
-        let r = *self.xss.entry(ck).or_insert_with(|| {
-            stats.libinjection_reused -= 1;
-            stats.libinjection_computed += 1;
-            crate::operators::libinjection::detect_xss(v.bytes())
-        });
-        self.xss.insert(v.key(), r);
-        r
+        let counts = (&mut self.stats.libinjection_reused, &mut self.stats.libinjection_computed);
+        memo(&mut self.xss, &mut self.contents, counts, v, || crate::operators::libinjection::detect_xss(v.bytes()))
     }
 }
