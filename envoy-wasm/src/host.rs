@@ -11,9 +11,89 @@ pub(crate) fn log(level: LogLevel, message: &str) {
     let _ = hostcalls::log(level, message);
 }
 
-/// All pairs of a header map, values as raw bytes (header values may be non-UTF-8).
+/// All pairs of a header map, names and values as raw bytes, owned (for the protections,
+/// which keep them). Names that are not UTF-8 are converted lossily.
 pub(crate) fn header_pairs(map: MapType) -> Option<Vec<(String, Bytes)>> {
-    hostcalls::get_map_bytes(map).ok()
+    let m = header_map(map)?;
+    Some(m.pairs().map(|(n, v)| (String::from_utf8_lossy(n).into_owned(), v.to_vec())).collect())
+}
+
+/// A header map as the host serialized it, read in place: one buffer, no copy per header
+/// (the SDK's `get_map_bytes` allocates two buffers per header and panics on a status other
+/// than `Ok`, on a non-UTF-8 name or on a malformed buffer).
+pub(crate) struct HeaderMap {
+    buf: Bytes,
+    /// (name start, name end, value start, value end) in `buf`, all checked by [`parse_map`].
+    spans: Vec<[usize; 4]>,
+}
+
+impl HeaderMap {
+    pub(crate) fn pairs(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        self.spans.iter().filter_map(|&[a, b, c, d]| Some((self.buf.get(a..b)?, self.buf.get(c..d)?)))
+    }
+
+    /// The first value of `name` (lowercase, as Envoy keeps names).
+    pub(crate) fn get(&self, name: &[u8]) -> Option<&[u8]> {
+        self.pairs().find(|(n, _)| *n == name).map(|(_, v)| v)
+    }
+}
+
+/// Reads a header map from the host; `None` when the host has none (or answers oddly).
+pub(crate) fn header_map(map: MapType) -> Option<HeaderMap> {
+    #[link(wasm_import_module = "env")]
+    extern "C" {
+        // The status is read as a plain integer: an unknown value must not become an
+        // invalid enum.
+        fn proxy_get_header_map_pairs(map_type: u32, return_data: *mut *mut u8, return_size: *mut usize) -> u32;
+    }
+    let mut data: *mut u8 = std::ptr::null_mut();
+    let mut size: usize = 0;
+    // SAFETY: the host writes a pointer and a size into the two out-parameters. The buffer
+    // was allocated by the SDK's `proxy_on_memory_allocate` (a `Vec<u8>` of capacity `size`,
+    // forgotten), so taking it back as such a `Vec` frees it with the same layout.
+    let buf = unsafe {
+        if proxy_get_header_map_pairs(map as u32, &mut data, &mut size) != 0 {
+            return None;
+        }
+        if data.is_null() {
+            return Some(HeaderMap { buf: Vec::new(), spans: Vec::new() });
+        }
+        Vec::from_raw_parts(data, size, size)
+    };
+    let spans = parse_map(&buf)?;
+    Some(HeaderMap { buf, spans })
+}
+
+/// Parses the proxy-wasm map serialization: `u32` count N, N pairs of `u32` (name length,
+/// value length), then each name and value followed by a NUL. `None` when the buffer does
+/// not hold what it announces.
+pub(crate) fn parse_map(buf: &[u8]) -> Option<Vec<[usize; 4]>> {
+    if buf.is_empty() {
+        return Some(Vec::new());
+    }
+    let u32_at = |at: usize| -> Option<usize> {
+        let b = buf.get(at..at.checked_add(4)?)?;
+        Some(u32::from_le_bytes([*b.first()?, *b.get(1)?, *b.get(2)?, *b.get(3)?]) as usize)
+    };
+    let n = u32_at(0)?;
+    let mut p = n.checked_mul(8)?.checked_add(4)?;
+    if p > buf.len() {
+        return None;
+    }
+    let mut spans = Vec::with_capacity(n);
+    for i in 0..n {
+        let name_len = u32_at(4 + i * 8)?;
+        let value_len = u32_at(8 + i * 8)?;
+        let name = [p, p.checked_add(name_len)?];
+        p = name[1].checked_add(1)?;
+        let value = [p, p.checked_add(value_len)?];
+        p = value[1].checked_add(1)?;
+        if p > buf.len() {
+            return None;
+        }
+        spans.push([name[0], name[1], value[0], value[1]]);
+    }
+    Some(spans)
 }
 
 /// A property such as `["request", "protocol"]`; `None` when the host has no value.
@@ -108,6 +188,50 @@ mod tests {
         assert_eq!(split_address("/tmp/envoy.sock"), ("/tmp/envoy.sock", 0));
         assert_eq!(split_address("[unterminated"), ("[unterminated", 0));
         assert_eq!(split_address(""), ("", 0));
+    }
+
+    /// The serialization Envoy writes (proxy-wasm ABI), built here for the tests.
+    fn serialize(pairs: &[(&[u8], &[u8])]) -> Vec<u8> {
+        let mut out = (pairs.len() as u32).to_le_bytes().to_vec();
+        for (n, v) in pairs {
+            out.extend_from_slice(&(n.len() as u32).to_le_bytes());
+            out.extend_from_slice(&(v.len() as u32).to_le_bytes());
+        }
+        for (n, v) in pairs {
+            out.extend_from_slice(n);
+            out.push(0);
+            out.extend_from_slice(v);
+            out.push(0);
+        }
+        out
+    }
+
+    #[test]
+    fn header_map_round_trip() {
+        let pairs: &[(&[u8], &[u8])] =
+            &[(b":path", b"/a?b=1"), (b"x-empty", b""), (b"\xff\xfe", b"\x00bin\xff"), (b"a", b"1"), (b"a", b"2")];
+        let buf = serialize(pairs);
+        let m = HeaderMap { spans: parse_map(&buf).unwrap(), buf };
+        assert_eq!(m.pairs().collect::<Vec<_>>(), pairs.to_vec());
+        assert_eq!(m.get(b"a"), Some(&b"1"[..]));
+        assert_eq!(m.get(b"b"), None);
+        assert_eq!(parse_map(b""), Some(Vec::new()));
+        assert_eq!(parse_map(&0u32.to_le_bytes()), Some(Vec::new()));
+    }
+
+    #[test]
+    fn header_map_malformed_is_refused() {
+        let buf = serialize(&[(b"name", b"value"), (b"n2", b"v2")]);
+        // Every truncation, and counts larger than the buffer, give None (never a panic).
+        for cut in 1..buf.len() {
+            assert_eq!(parse_map(&buf[..cut]), None, "cut at {cut}");
+        }
+        let mut big = buf.clone();
+        big[..4].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert_eq!(parse_map(&big), None);
+        let mut long = buf.clone();
+        long[4..8].copy_from_slice(&(u32::MAX - 1).to_le_bytes());
+        assert_eq!(parse_map(&long), None);
     }
 
     #[test]

@@ -329,7 +329,7 @@ impl HttpContext for WaferHttp {
         let Some(shared) = self.shared.clone() else {
             return Action::Continue;
         };
-        let Some(headers) = host::header_pairs(MapType::HttpRequestHeaders) else {
+        let Some(headers) = host::header_map(MapType::HttpRequestHeaders) else {
             self.count_error("cannot read the request headers");
             return Action::Continue;
         };
@@ -340,22 +340,22 @@ impl HttpContext for WaferHttp {
         let mut has_host = false;
         let mut has_length = false;
         let mut has_te = false;
-        for (name, value) in &headers {
-            match name.as_str() {
-                ":authority" => authority = Some(value),
-                ":path" => path = Some(value),
-                ":method" => method = value,
-                "x-request-id" => request_id = value,
-                "host" => has_host = true,
-                "content-length" => has_length = true,
-                "transfer-encoding" => has_te = true,
+        for (name, value) in headers.pairs() {
+            match name {
+                b":authority" => authority = Some(value),
+                b":path" => path = Some(value),
+                b":method" => method = value,
+                b"x-request-id" => request_id = value,
+                b"host" => has_host = true,
+                b"content-length" => has_length = true,
+                b"transfer-encoding" => has_te = true,
                 _ => {}
             }
         }
         // Test-only switch (`test_trap_header`, unset in any real configuration): abort the
         // VM, so the e2e tests can watch Envoy's failure_policy at work.
         if let Some(trap) = shared.waf.test_trap_header() {
-            if headers.iter().any(|(name, _)| name == trap) {
+            if headers.get(trap.as_bytes()).is_some() {
                 std::process::abort();
             }
         }
@@ -367,7 +367,9 @@ impl HttpContext for WaferHttp {
         };
         if let (Some(p), Some(ps)) = (shared.waf.protect(), shared.protect.as_ref()) {
             let id = String::from_utf8_lossy(request_id);
-            let (state, reply) = crate::protect::request_headers(ps, p, &headers, &id);
+            let owned: Vec<(String, Vec<u8>)> =
+                headers.pairs().map(|(n, v)| (String::from_utf8_lossy(n).into_owned(), v.to_vec())).collect();
+            let (state, reply) = crate::protect::request_headers(ps, p, &owned, &id);
             let state = self.protect.insert(Box::new(state));
             if let Some(reply) = reply {
                 self.interrupted = Some(Side::Request);
@@ -391,6 +393,7 @@ impl HttpContext for WaferHttp {
         };
         let persistent = ruleset.uses_persistent_collections();
         let connection = ruleset.mentions.connection;
+        let wants_protocol = ruleset.mentions.protocol;
         let mut tx = Transaction::new(ruleset, self.unique_id.clone());
         if persistent {
             tx.set_collection_store(std::sync::Arc::new(crate::protect::SharedCollections));
@@ -410,10 +413,17 @@ impl HttpContext for WaferHttp {
             tx.process_connection(client_ip, client_port, server_ip, server_port);
         }
 
-        self.protocol = host::property(&["request", "protocol"])
-            .map(|p| String::from_utf8_lossy(&p).into_owned())
-            .filter(|p| !p.is_empty())
-            .unwrap_or_else(|| "HTTP/1.1".to_string());
+        // One host call saved per request when neither a rule nor the chunked-body guess
+        // below reads the protocol (the default is then never observed).
+        let chunked_guess = !end_of_stream && !has_length && !has_te;
+        self.protocol = if wants_protocol || chunked_guess {
+            host::property(&["request", "protocol"])
+                .map(|p| String::from_utf8_lossy(&p).into_owned())
+                .filter(|p| !p.is_empty())
+                .unwrap_or_else(|| "HTTP/1.1".to_string())
+        } else {
+            "HTTP/1.1".to_string()
+        };
         tx.process_uri(
             &String::from_utf8_lossy(path),
             &String::from_utf8_lossy(method),
@@ -424,14 +434,14 @@ impl HttpContext for WaferHttp {
         if let (false, Some(a)) = (has_host, authority) {
             tx.add_request_header(b"Host", a);
         }
-        for (name, value) in &headers {
-            if !name.starts_with(':') {
-                tx.add_request_header(name.as_bytes(), value);
+        for (name, value) in headers.pairs() {
+            if !name.starts_with(b":") {
+                tx.add_request_header(name, value);
             }
         }
         // Envoy removes `Transfer-Encoding` after de-chunking. An HTTP/1.1 request with
         // a body and no Content-Length was chunked on the wire: say so, as the client did.
-        if !end_of_stream && !has_length && !has_te && self.protocol == "HTTP/1.1" {
+        if chunked_guess && self.protocol == "HTTP/1.1" {
             tx.add_request_header(b"Transfer-Encoding", b"chunked");
         }
         let body_access = tx.request_body_access();
@@ -486,7 +496,7 @@ impl HttpContext for WaferHttp {
             self.response_body = Body::Done;
             return Action::Continue;
         }
-        let Some(headers) = host::header_pairs(MapType::HttpResponseHeaders) else {
+        let Some(headers) = host::header_map(MapType::HttpResponseHeaders) else {
             self.count_error("cannot read the response headers");
             return Action::Continue;
         };
@@ -494,11 +504,11 @@ impl HttpContext for WaferHttp {
             return Action::Continue;
         };
         let mut status = 0;
-        for (name, value) in &headers {
-            if name == ":status" {
+        for (name, value) in headers.pairs() {
+            if name == b":status" {
                 status = host::parse_status(value);
-            } else if !name.starts_with(':') {
-                tx.add_response_header(name.as_bytes(), value);
+            } else if !name.starts_with(b":") {
+                tx.add_response_header(name, value);
             }
         }
         let body_access = tx.response_body_access();
