@@ -575,18 +575,27 @@ fn target_items(t: &Transaction, ts: u32, mask: u32, target: &Target, head: &Rul
     if let Some(l) = t.cache.borrow().targets.get(&(ts, mask)) {
         return Some(l.clone());
     }
-    let mut values: Vec<Value<'_>> = Vec::new();
+    // The scratch list of `eval_link` (not in use here: lists are built before it runs).
+    let mut values: Vec<Value<'_>> = recycle(std::mem::take(&mut *t.values_scratch.borrow_mut()));
     collect(t, target, Some(head), &mut values);
     let mut cache = t.cache.borrow_mut();
     let mut out = Vec::with_capacity(values.len());
-    for v in values {
+    for v in &values {
         let (prefix, key) = match (&v.name, &v.value, v.stable) {
             (VName::Plain(n), Cow::Borrowed(_), true) => (*n, None),
             (VName::Keyed(n, k), Cow::Borrowed(_), true) => (*n, Some(cache.intern(k).raw.clone())),
-            _ => return None,
+            _ => {
+                out.clear();
+                break;
+            }
         };
         let v = cache.intern(&v.value);
         out.push(RawItem { prefix, key, v });
+    }
+    let complete = out.len() == values.len();
+    *t.values_scratch.borrow_mut() = recycle(values);
+    if !complete {
+        return None;
     }
     let l = std::rc::Rc::new(out);
     cache.targets.insert((ts, mask), l.clone());

@@ -23,6 +23,45 @@ use crate::compile::{EngineMode, LimitAction, Ruleset};
 pub use request::percent_decode;
 use request::Request;
 
+/// The TX collection. Keys are bounded by the rules (and the request values a rule's
+/// `setvar` key takes from the request, which Envoy bounds), so the small hash is safe here.
+pub(crate) type TxMap = HashMap<String, Vec<u8>, std::hash::BuildHasherDefault<Fx>>;
+
+thread_local! {
+    /// The TX map of the last finished transaction of a large rule set, emptied: the CRS
+    /// sets ~100 variables per request, and a fresh table would grow to that each time.
+    static SPARE_TX: std::cell::RefCell<Option<TxMap>> = const { std::cell::RefCell::new(None) };
+}
+
+/// A TX map for a rule set of `rules` rules (see [`SPARE_TX`]).
+fn spare_tx_map(rules: usize) -> TxMap {
+    if rules < 200 {
+        return TxMap::default();
+    }
+    SPARE_TX
+        .try_with(|s| s.try_borrow_mut().ok().and_then(|mut s| s.take()))
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| TxMap::with_capacity_and_hasher(128, Default::default()))
+}
+
+impl Drop for Transaction {
+    fn drop(&mut self) {
+        if self.rs.rule_count() < 200 || self.tx.capacity() > 1024 {
+            return;
+        }
+        let mut m = std::mem::take(&mut self.tx);
+        m.clear();
+        let _ = SPARE_TX.try_with(|s| {
+            if let Ok(mut slot) = s.try_borrow_mut() {
+                if slot.is_none() {
+                    *slot = Some(m);
+                }
+            }
+        });
+    }
+}
+
 /// How a transaction is interrupted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum InterruptAction {
@@ -60,7 +99,7 @@ pub struct Transaction {
     pub(crate) unique_id: String,
     pub(crate) req: Request,
     /// The TX collection (lowercased keys).
-    pub(crate) tx: HashMap<String, Vec<u8>>,
+    pub(crate) tx: TxMap,
     /// Per-transaction overrides set by `ctl:`.
     pub(crate) engine: EngineMode,
     pub(crate) request_body_access: bool,
@@ -105,7 +144,7 @@ impl Transaction {
             rs: rs.clone(),
             unique_id,
             req: Request::default(),
-            tx: HashMap::with_capacity(if rs.rule_count() >= 200 { 128 } else { 0 }),
+            tx: spare_tx_map(rs.rule_count()),
             body_processor: None,
             force_request_body_variable: false,
             removed_ids: Vec::new(),
