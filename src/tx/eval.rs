@@ -766,7 +766,7 @@ fn eval_rule_inner(t: &mut Transaction, rule: &Rule, phase: u8) -> Option<Disrup
                                 slot.extend_from_slice(v);
                             }
                             None => {
-                                t.tx.insert((*key).to_string(), v.clone());
+                                t.tx.insert(String::from(*key), v.clone());
                             }
                         },
                         None => {
