@@ -165,9 +165,34 @@ fn span(s: &[u8], set: &[u8]) -> usize {
 }
 
 /// C `strlencspn`: length of the prefix made of bytes not in `set`.
-fn cspan(s: &[u8], set: &[u8]) -> usize {
-    s.iter().position(|&c| in_set(set, c)).unwrap_or(s.len())
+fn cspan(s: &[u8], set: &ByteSet) -> usize {
+    s.iter().position(|&c| set.has(c)).unwrap_or(s.len())
 }
+
+/// A byte set as a table, for the hot `cspan`s (testing each byte against a 36-byte set
+/// string cost more than the rest of the word scanning).
+struct ByteSet([bool; 256]);
+
+// Indexing a 256-entry table with a byte cannot go out of bounds.
+#[allow(clippy::indexing_slicing)]
+impl ByteSet {
+    const fn of(set: &[u8]) -> ByteSet {
+        let mut t = [false; 256];
+        let mut i = 0;
+        while i < set.len() {
+            t[set[i] as usize] = true;
+            i += 1;
+        }
+        ByteSet(t)
+    }
+
+    fn has(&self, c: u8) -> bool {
+        self.0[usize::from(c)]
+    }
+}
+
+const WORD_DELIM_SET: ByteSet = ByteSet::of(WORD_DELIMS);
+const VAR_DELIM_SET: ByteSet = ByteSet::of(VAR_DELIMS);
 
 fn memchr(s: &[u8], from: usize, c: u8) -> Option<usize> {
     s.get(from..)?
@@ -597,7 +622,7 @@ impl<'a> SqliState<'a> {
 
     fn parse_word(&mut self) -> usize {
         let (s, pos) = (self.s, self.pos);
-        let wlen = cspan(tail(s, pos), WORD_DELIMS);
+        let wlen = cspan(tail(s, pos), &WORD_DELIM_SET);
         self.cur()
             .assign(TYPE_BAREWORD, pos, sub(s, pos, pos + wlen));
 
@@ -655,7 +680,7 @@ impl<'a> SqliState<'a> {
                 return p;
             }
         }
-        let xlen = cspan(tail(s, pos), VAR_DELIMS);
+        let xlen = cspan(tail(s, pos), &VAR_DELIM_SET);
         self.cur()
             .assign(TYPE_VARIABLE, pos, sub(s, pos, pos + xlen));
         pos + xlen
