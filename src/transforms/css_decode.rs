@@ -17,11 +17,10 @@ pub fn css_decode(input: &[u8]) -> Cow<'_, [u8]> {
     }
     let mut out = LazyOut::new(input);
     let mut i = 0;
-    while let Some(&b) = input.get(i) {
-        if b != b'\\' {
-            out.push(b);
-            i += 1;
-            continue;
+    loop {
+        i = out.copy_run(input, i, |b| b == b'\\');
+        if i >= input.len() {
+            break;
         }
         i += 1; // the backslash itself is never kept
         let Some(&n) = input.get(i) else {

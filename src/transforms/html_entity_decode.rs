@@ -82,11 +82,10 @@ pub fn html_entity_decode(input: &[u8]) -> Cow<'_, [u8]> {
     }
     let mut out = LazyOut::new(input);
     let mut i = 0;
-    while let Some(&b) = input.get(i) {
-        if b != b'&' {
-            out.push(b);
-            i += 1;
-            continue;
+    loop {
+        i = out.copy_run(input, i, |b| b == b'&');
+        if i >= input.len() {
+            break;
         }
         // (end of the entity body, decoded byte)
         let decoded = match input.get(i + 1) {

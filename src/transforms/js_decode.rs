@@ -23,12 +23,9 @@ pub fn js_decode(input: &[u8]) -> Cow<'_, [u8]> {
     }
     let mut out = LazyOut::new(input);
     let mut i = 0;
-    while let Some(&b) = input.get(i) {
-        if b != b'\\' {
-            out.push(b);
-            i += 1;
-            continue;
-        }
+    loop {
+        i = out.copy_run(input, i, |b| b == b'\\');
+        let Some(&b) = input.get(i) else { break };
         let Some(&n) = input.get(i + 1) else {
             // Lone trailing backslash.
             out.push(b);

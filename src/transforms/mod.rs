@@ -384,6 +384,28 @@ impl<'a> LazyOut<'a> {
         }
     }
 
+    /// Copies `input[from..]` up to the first byte for which `special` holds and returns that
+    /// byte's index (`input.len()` if none): the bulk form of pushing each ordinary byte.
+    /// While the output is still the input's prefix and ends at `from`, nothing is copied.
+    #[inline]
+    pub(crate) fn copy_run(&mut self, input: &[u8], from: usize, special: impl Fn(u8) -> bool) -> usize {
+        let rest = input.get(from..).unwrap_or_default();
+        let n = rest.iter().position(|&b| special(b)).unwrap_or(rest.len());
+        let run = rest.get(..n).unwrap_or_default();
+        match &mut self.buf {
+            Some(v) => v.extend_from_slice(run),
+            None => {
+                let same = self.src.get(self.len..self.len + n).is_some_and(|s| std::ptr::eq(s.as_ptr(), run.as_ptr()) || s == run);
+                if same {
+                    self.len += n;
+                } else {
+                    self.diverge().extend_from_slice(run);
+                }
+            }
+        }
+        from + n
+    }
+
     /// Removes the last output byte (no-op on empty output).
     #[inline]
     pub(crate) fn pop(&mut self) {

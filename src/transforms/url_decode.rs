@@ -11,7 +11,9 @@ pub fn url_decode(input: &[u8]) -> Cow<'_, [u8]> {
     }
     let mut out = LazyOut::new(input);
     let mut i = 0;
-    while let Some(&b) = input.get(i) {
+    loop {
+        i = out.copy_run(input, i, |b| b == b'%' || b == b'+');
+        let Some(&b) = input.get(i) else { break };
         match b {
             b'%' => match (input.get(i + 1), input.get(i + 2)) {
                 (Some(&h), Some(&l)) if is_hex(h) && is_hex(l) => {

@@ -47,7 +47,10 @@ pub fn utf8_to_unicode(input: &[u8]) -> Cow<'_, [u8]> {
     }
     let mut out = LazyOut::new(input);
     let mut i = 0;
-    while let Some(&c) = input.get(i) {
+    loop {
+        // ASCII is copied as is (in bulk).
+        i = out.copy_run(input, i, |b| b >= 0x80);
+        let Some(&c) = input.get(i) else { break };
         // (sequence length, decoded code point) for a well-formed sequence.
         let mut seq: Option<(usize, u32)> = None;
         if c < 0x80 {
