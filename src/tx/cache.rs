@@ -165,17 +165,60 @@ pub(crate) struct Prepared {
 /// chain changed (by index, ascending). Most values pass a chain unchanged and are not copied.
 pub(crate) struct Group {
     pub raw: Rc<Vec<RawItem>>,
+    /// By item index (ascending): the value after the chain where it differs from the raw
+    /// one; for a `multiMatch` group, every intermediate result that differs from the step
+    /// before, in chain order.
     pub changed: Vec<(usize, Prepared)>,
+    /// `multiMatch`: each item's raw value comes first, then its `changed` entries.
+    pub multi: bool,
 }
 
 impl Group {
-    /// Each value (after the chain) with its scan cell.
-    pub fn values(&self) -> impl Iterator<Item = (&RawItem, &Rc<[u8]>, &std::cell::OnceCell<Rc<Scan>>)> {
-        let mut changed = self.changed.iter().peekable();
-        self.raw.iter().enumerate().map(move |(i, item)| match changed.next_if(|(at, _)| *at == i) {
-            Some((_, p)) => (item, &p.val, &p.scan),
-            None => (item, &item.v.raw, &item.v.scan),
-        })
+    /// Each value to evaluate, with its item and its scan cell: per item, the value after the
+    /// chain; for `multiMatch`, the raw value and then each changed intermediate.
+    pub fn values(&self) -> GroupValues<'_> {
+        GroupValues { g: self, item: 0, changed: 0, raw_done: false }
+    }
+}
+
+/// See [`Group::values`].
+pub(crate) struct GroupValues<'g> {
+    g: &'g Group,
+    item: usize,
+    /// Next entry of `g.changed`.
+    changed: usize,
+    /// `multiMatch`: the current item's raw value was given.
+    raw_done: bool,
+}
+
+impl<'g> Iterator for GroupValues<'g> {
+    type Item = (&'g RawItem, &'g Rc<[u8]>, &'g std::cell::OnceCell<Rc<Scan>>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            let item = self.g.raw.get(self.item)?;
+            let here = self.g.changed.get(self.changed).filter(|(at, _)| *at == self.item).map(|(_, p)| p);
+            if !self.g.multi {
+                self.item += 1;
+                return Some(match here {
+                    Some(p) => {
+                        self.changed += 1;
+                        (item, &p.val, &p.scan)
+                    }
+                    None => (item, &item.v.raw, &item.v.scan),
+                });
+            }
+            if !self.raw_done {
+                self.raw_done = true;
+                return Some((item, &item.v.raw, &item.v.scan));
+            }
+            if let Some(p) = here {
+                self.changed += 1;
+                return Some((item, &p.val, &p.scan));
+            }
+            self.item += 1;
+            self.raw_done = false;
+        }
     }
 }
 

@@ -497,9 +497,6 @@ fn step<'a>(t: &Transaction, stable: bool, cur: Val<'a>, tf: crate::transforms::
 /// None when this link cannot use the shared list.
 fn group(t: &Transaction, link: &Rule, head: &Rule) -> Option<std::rc::Rc<Group>> {
     let sig = link.target_sig?;
-    if link.multi_match {
-        return None;
-    }
     // Which runtime target removals (ctl:ruleRemoveTarget*) concern this rule: rules
     // with the same ones share a list (e.g. all 941xxx after 941010).
     let mut mask = 0u32;
@@ -512,7 +509,8 @@ fn group(t: &Transaction, link: &Rule, head: &Rule) -> Option<std::rc::Rc<Group>
         }
     }
     let sig = sig.wrapping_mul(0x9e37_79b9) ^ mask;
-    let key = (sig, link.chain_id);
+    // A multiMatch group holds every changed intermediate value, not only the final ones.
+    let key = (sig, link.chain_id ^ if link.multi_match { 0x8000_0000 } else { 0 });
     let found = t.cache.borrow().groups.get(&key).cloned();
     if let Some(g) = found {
         let mut cache = t.cache.borrow_mut();
@@ -530,13 +528,24 @@ fn group(t: &Transaction, link: &Rule, head: &Rule) -> Option<std::rc::Rc<Group>
             cache.stats.chains_untouched += 1;
             continue;
         }
-        if let Val::R(rc) = cache.chain(Val::R(item.v.raw.clone()), link.chain_id, &link.transforms).0 {
+        if link.multi_match {
+            // As the per-value path: each step whose result differs from its input.
+            let mut cur = item.v.raw.clone();
+            for tf in &link.transforms {
+                if let Val::R(next) = cache.apply(Val::R(cur.clone()), *tf) {
+                    if !std::rc::Rc::ptr_eq(&next, &cur) {
+                        changed.push((i, Prepared { val: next.clone(), scan: std::cell::OnceCell::new() }));
+                        cur = next;
+                    }
+                }
+            }
+        } else if let Val::R(rc) = cache.chain(Val::R(item.v.raw.clone()), link.chain_id, &link.transforms).0 {
             if !std::rc::Rc::ptr_eq(&rc, &item.v.raw) {
                 changed.push((i, Prepared { val: rc, scan: std::cell::OnceCell::new() }));
             }
         }
     }
-    let out = Group { raw: list.clone(), changed };
+    let out = Group { raw: list.clone(), changed, multi: link.multi_match };
     let g = std::rc::Rc::new(out);
     cache.stats.groups_built += 1;
     if let Some(m) = cache.group_stats.as_mut() {

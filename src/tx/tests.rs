@@ -320,3 +320,37 @@ fn args_and_cookies_parsed_only_when_mentioned() {
         assert_eq!(rs.mentions.protocol, wants, "{var}");
     }
 }
+
+/// `multiMatch`: the operator sees the raw value and each step's result that differs from
+/// the step before (not the unchanged ones); each sighting is a match of its own. Two rules
+/// with the same targets and chain share one prepared list of those values.
+#[test]
+fn multi_match_sees_each_changed_step() {
+    let rs = rules(
+        "SecRuleEngine On\n\
+         SecRule ARGS \"@rx (?i)a\" \"id:20,phase:1,pass,t:none,t:urlDecode,t:lowercase,t:removeNulls,multiMatch,setvar:tx.n20=+1\"\n\
+         SecRule ARGS \"@rx a\" \"id:21,phase:1,pass,t:none,t:urlDecode,t:lowercase,t:removeNulls,multiMatch,setvar:tx.n21=+1\"\n\
+         SecRule ARGS \"@rx A\" \"id:22,phase:1,pass,t:none,t:urlDecode,t:lowercase,t:removeNulls,multiMatch,setvar:tx.n22=+1\"\n\
+         SecRule ARGS \"@rx a\" \"id:23,phase:1,pass,t:none,t:urlDecode,t:lowercase,t:removeNulls,setvar:tx.n23=+1\"",
+    );
+    let mut tx = Transaction::new(rs.clone(), "m".into());
+    tx.enable_profile();
+    // x: "%41" -> "A" -> "a" (3 distinct values); y: "A" -> (urlDecode: same) -> "a";
+    // z: "b" never changes; w: "a" never changes.
+    tx.process_uri("/?x=%2541&y=A&z=b&w=a", "GET", "HTTP/1.1");
+    let _ = tx.process_request_headers();
+    let n = |k: &str| tx.tx.get(k).map(|v| String::from_utf8_lossy(v).into_owned());
+    // (?i)a: x as "%41"? no; "A" yes, "a" yes; y: "A", "a"; w: "a".
+    assert_eq!(n("n20").as_deref(), Some("5"));
+    // a: x "a"; y "a"; w "a".
+    assert_eq!(n("n21").as_deref(), Some("3"));
+    // A: x "A" (after urlDecode); y "A" (raw).
+    assert_eq!(n("n22").as_deref(), Some("2"));
+    // Without multiMatch only the final values: x "a", y "a", w "a".
+    assert_eq!(n("n23").as_deref(), Some("3"));
+    let p = tx.take_profile().unwrap();
+    // Rules 21 and 22 reuse rule 20's multiMatch list (rule 23's list is a different one).
+    assert_eq!(p.cache.groups_reused, 2, "{:?}", p.cache);
+    // Values seen by 20: x three times, y twice, z and w once.
+    assert_eq!(p.rules[&20].values, 7);
+}
