@@ -359,6 +359,15 @@ fn at(s: &[u8], i: usize) -> u8 {
 
 /// C `cstrcasecmp_with_null(a, s + start, n) == 0`: the `n` bytes at `start`,
 /// NULs skipped and a-z upcased, spell exactly `a`.
+/// A quick "no" for [`cstrcasecmp_with_null`]: when `s[start]` is not NUL it is the first
+/// byte compared, so it must be `a`'s first byte (any answer when it is NUL).
+fn first_may_match(a: &str, s: &[u8], start: usize) -> bool {
+    match at(s, start) {
+        0 => true,
+        c => a.as_bytes().first() == Some(&c.to_ascii_uppercase()),
+    }
+}
+
 fn cstrcasecmp_with_null(a: &str, s: &[u8], start: usize, n: usize) -> bool {
     let a = a.as_bytes();
     let mut ai = 0;
@@ -507,7 +516,7 @@ fn is_black_attr(s: &[u8], start: usize, len: usize) -> Attr {
             && matches!(at(s, start + 1), b'n' | b'N')
             && BLACK_EVENTS
                 .iter()
-                .any(|e| cstrcasecmp_with_null(e, s, start + 2, e.len()))
+                .any(|e| first_may_match(e, s, start + 2) && cstrcasecmp_with_null(e, s, start + 2, e.len()))
         {
             return Attr::Black;
         }
@@ -520,7 +529,7 @@ fn is_black_attr(s: &[u8], start: usize, len: usize) -> Attr {
     }
     BLACK_ATTRS
         .iter()
-        .find(|(name, _)| cstrcasecmp_with_null(name, s, start, len))
+        .find(|(name, _)| first_may_match(name, s, start) && cstrcasecmp_with_null(name, s, start, len))
         .map_or(Attr::None, |&(_, ty)| ty)
 }
 
