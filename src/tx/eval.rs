@@ -52,6 +52,11 @@ pub(crate) struct HitPool {
 }
 
 impl HitPool {
+    /// Few hits, none large: worth keeping for the next transaction.
+    pub(crate) fn small(&self) -> bool {
+        self.hits.len() <= 256 && self.hits.iter().all(|h| h.value.capacity() <= 4096 && h.captures.len() <= 10)
+    }
+
     fn push(&mut self, name: &dyn Fn(&mut String), value: &[u8], caps: Option<&[Vec<u8>]>) {
         if self.n == self.hits.len() {
             self.hits.push(Hit::default());

@@ -27,35 +27,49 @@ use request::Request;
 /// `setvar` key takes from the request, which Envoy bounds), so the small hash is safe here.
 pub(crate) type TxMap = HashMap<String, Vec<u8>, std::hash::BuildHasherDefault<Fx>>;
 
-thread_local! {
-    /// The TX map of the last finished transaction of a large rule set, emptied: the CRS
-    /// sets ~100 variables per request, and a fresh table would grow to that each time.
-    static SPARE_TX: std::cell::RefCell<Option<TxMap>> = const { std::cell::RefCell::new(None) };
+/// Allocations a finished transaction of a large rule set leaves to the next one, emptied:
+/// the CRS sets ~100 TX variables per request and collects lists of up to ~100 values, and
+/// fresh tables and lists would grow to that each time.
+struct Spare {
+    tx: TxMap,
+    values: Vec<eval::Value<'static>>,
+    /// Keeps the capacities of its hits' names, values and captures.
+    hits: eval::HitPool,
 }
 
-/// A TX map for a rule set of `rules` rules (see [`SPARE_TX`]).
-fn spare_tx_map(rules: usize) -> TxMap {
+thread_local! {
+    static SPARE: std::cell::RefCell<Option<Spare>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The TX map and scratch list for a rule set of `rules` rules (see [`Spare`]).
+fn spare(rules: usize) -> Spare {
     if rules < 200 {
-        return TxMap::default();
+        return Spare { tx: TxMap::default(), values: Vec::new(), hits: eval::HitPool::default() };
     }
-    SPARE_TX
+    SPARE
         .try_with(|s| s.try_borrow_mut().ok().and_then(|mut s| s.take()))
         .ok()
         .flatten()
-        .unwrap_or_else(|| TxMap::with_capacity_and_hasher(128, Default::default()))
+        .unwrap_or_else(|| Spare {
+            tx: TxMap::with_capacity_and_hasher(128, Default::default()),
+            values: Vec::with_capacity(128),
+            hits: eval::HitPool::default(),
+        })
 }
 
 impl Drop for Transaction {
     fn drop(&mut self) {
-        if self.rs.rule_count() < 200 || self.tx.capacity() > 1024 {
+        let values = self.values_scratch.get_mut();
+        if self.rs.rule_count() < 200 || self.tx.capacity() > 1024 || values.capacity() > 4096 || !self.hit_pool.small() {
             return;
         }
-        let mut m = std::mem::take(&mut self.tx);
-        m.clear();
-        let _ = SPARE_TX.try_with(|s| {
+        let mut spare = Spare { tx: std::mem::take(&mut self.tx), values: std::mem::take(values), hits: std::mem::take(&mut self.hit_pool) };
+        spare.tx.clear();
+        spare.values.clear();
+        let _ = SPARE.try_with(|s| {
             if let Ok(mut slot) = s.try_borrow_mut() {
                 if slot.is_none() {
-                    *slot = Some(m);
+                    *slot = Some(spare);
                 }
             }
         });
@@ -138,13 +152,14 @@ pub struct Transaction {
 impl Transaction {
     pub fn new(rs: Arc<Ruleset>, unique_id: String) -> Transaction {
         let s = &rs.settings;
+        let spare = spare(rs.rule_count());
         Transaction {
             engine: s.engine,
             request_body_access: s.request_body_access,
             rs: rs.clone(),
             unique_id,
             req: Request::default(),
-            tx: spare_tx_map(rs.rule_count()),
+            tx: spare.tx,
             body_processor: None,
             force_request_body_variable: false,
             removed_ids: Vec::new(),
@@ -159,8 +174,8 @@ impl Transaction {
             request_body_full: false,
             response_body_full: false,
             cache: std::cell::RefCell::new(cache::Cache::sized(rs.rule_count())),
-            hit_pool: Default::default(),
-            values_scratch: Default::default(),
+            hit_pool: spare.hits,
+            values_scratch: std::cell::RefCell::new(spare.values),
             probe: Default::default(),
             profile: None,
             store: None,
