@@ -120,8 +120,13 @@ impl Rx {
 
     pub fn eval(&self, value: &[u8], capture: bool, caps: &mut Captures) -> bool {
         let Some(re) = self.regex() else { return false };
+        // Most values do not match: the plain search decides that without the capture
+        // slots `captures` allocates on every call.
+        if !re.is_match(value) {
+            return false;
+        }
         if !capture {
-            return re.is_match(value);
+            return true;
         }
         match re.captures(value) {
             Some(c) => {
