@@ -245,15 +245,53 @@ pub struct Prefilter {
 
 /// The requirements a value satisfies (see [`Prefilter::scan`]).
 #[derive(Debug, Clone, Default)]
-pub struct Satisfied(Vec<u64>);
+pub struct Satisfied(Words);
+
+/// The words of a requirement set: inline up to [`INLINE_WORDS`] words (512 requirements;
+/// the CRS has ~380), so a scan allocates nothing of its own.
+#[derive(Debug, Clone)]
+enum Words {
+    Inline([u64; INLINE_WORDS]),
+    Heap(Vec<u64>),
+}
+
+const INLINE_WORDS: usize = 8;
+
+impl Default for Words {
+    fn default() -> Words {
+        Words::Inline([0; INLINE_WORDS])
+    }
+}
 
 impl Satisfied {
+    fn new(words: usize, fill: u64) -> Satisfied {
+        if words <= INLINE_WORDS {
+            Satisfied(Words::Inline([fill; INLINE_WORDS]))
+        } else {
+            Satisfied(Words::Heap(vec![fill; words]))
+        }
+    }
+
+    fn words(&self) -> &[u64] {
+        match &self.0 {
+            Words::Inline(w) => w,
+            Words::Heap(w) => w,
+        }
+    }
+
+    fn words_mut(&mut self) -> &mut [u64] {
+        match &mut self.0 {
+            Words::Inline(w) => w,
+            Words::Heap(w) => w,
+        }
+    }
+
     pub fn has(&self, r: Requirement) -> bool {
-        self.0.get(r.id as usize / 64).is_some_and(|w| w & (1u64 << (r.id % 64)) != 0)
+        self.words().get(r.id as usize / 64).is_some_and(|w| w & (1u64 << (r.id % 64)) != 0)
     }
 
     fn set(&mut self, id: u32) {
-        if let Some(w) = self.0.get_mut(id as usize / 64) {
+        if let Some(w) = self.words_mut().get_mut(id as usize / 64) {
             *w |= 1u64 << (id % 64);
         }
     }
@@ -280,7 +318,7 @@ impl Prefilter {
 
     /// The requirements `v` satisfies: one pass for its bytes, one automaton scan.
     pub fn scan(&self, v: &[u8]) -> Satisfied {
-        let mut out = Satisfied(vec![if self.disabled { u64::MAX } else { 0 }; self.words]);
+        let mut out = Satisfied::new(self.words, if self.disabled { u64::MAX } else { 0 });
         if self.words == 0 || self.disabled {
             return out;
         }
@@ -296,28 +334,46 @@ impl Prefilter {
                 let b = wi * 64 + bits.trailing_zeros() as usize;
                 bits &= bits - 1;
                 if let Some(row) = self.byte_table.get(b * self.words..(b + 1) * self.words) {
-                    for (o, r) in out.0.iter_mut().zip(row) {
+                    for (o, r) in out.words_mut().iter_mut().zip(row) {
                         *o |= r;
                     }
                 }
             }
         }
         if let Some(ac) = &self.ac {
-            let lowered;
-            let v = if v.iter().any(u8::is_ascii_uppercase) {
-                lowered = v.to_ascii_lowercase();
-                lowered.as_slice()
-            } else {
-                v
+            let mut literals = |v: &[u8]| {
+                for m in ac.find_overlapping_iter(v) {
+                    for &r in self.lit_reqs.get(m.pattern().as_usize()).map(Vec::as_slice).unwrap_or_default() {
+                        out.set(r);
+                    }
+                }
             };
-            for m in ac.find_overlapping_iter(v) {
-                for &r in self.lit_reqs.get(m.pattern().as_usize()).map(Vec::as_slice).unwrap_or_default() {
-                    out.set(r);
+            if !v.iter().any(u8::is_ascii_uppercase) {
+                literals(v);
+            } else {
+                // Lowercased into a buffer kept for the next scan (a copy otherwise).
+                let done = LOWERED.try_with(|b| {
+                    let Ok(mut b) = b.try_borrow_mut() else { return false };
+                    b.clear();
+                    b.extend(v.iter().map(u8::to_ascii_lowercase));
+                    literals(&b);
+                    if b.capacity() > 1 << 20 {
+                        *b = Vec::new();
+                    }
+                    true
+                });
+                if done != Ok(true) {
+                    literals(&v.to_ascii_lowercase());
                 }
             }
         }
         out
     }
+}
+
+thread_local! {
+    /// The lowercased copy of the value being scanned.
+    static LOWERED: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// Collects literals while rules are compiled, then builds the automaton.
