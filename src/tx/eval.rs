@@ -763,7 +763,6 @@ fn eval_rule_inner(t: &mut Transaction, rule: &Rule, phase: u8) -> Option<Disrup
     t.matched.n = 0;
     let mut pool = std::mem::take(&mut t.hit_pool);
     let mut link = Some(rule);
-    let mut links: Vec<&Rule> = Vec::new();
     while let Some(l) = link {
         eval_link(t, l, rule, &mut pool);
         if pool.n == 0 {
@@ -794,14 +793,16 @@ fn eval_rule_inner(t: &mut Transaction, rule: &Rule, phase: u8) -> Option<Disrup
                 apply_setvar(t, rule, sv);
             }
         }
-        links.push(l);
         link = l.chain.as_deref();
     }
     t.hit_pool = pool;
-    for l in &links {
+    // Every link matched (a link without hits returned above).
+    let mut link = Some(rule);
+    while let Some(l) = link {
         for c in &l.ctls {
             apply_ctl(t, c);
         }
+        link = l.chain.as_deref();
     }
     if let Some(sev) = rule.severity {
         t.highest_severity = t.highest_severity.min(sev);
