@@ -318,6 +318,34 @@ impl Prefilter {
 
     /// The requirements `v` satisfies: one pass for its bytes, one automaton scan.
     pub fn scan(&self, v: &[u8]) -> Satisfied {
+        let mut out = self.bytes_part(v);
+        if self.words == 0 || self.disabled {
+            return out;
+        }
+        self.literals_into(v, &mut out);
+        out
+    }
+
+    /// What the literals of `v` satisfy, from its lowercase form `lower` (the same for every
+    /// value that lowercases to it), added to what the bytes of `v` satisfy.
+    pub fn scan_with_lowercase(&self, v: &[u8], lower: &[u8], lits: &mut Option<Satisfied>) -> Satisfied {
+        let mut out = self.bytes_part(v);
+        if self.words == 0 || self.disabled {
+            return out;
+        }
+        let lits = lits.get_or_insert_with(|| {
+            let mut l = Satisfied::new(self.words, 0);
+            self.literals_into(lower, &mut l);
+            l
+        });
+        for (o, l) in out.words_mut().iter_mut().zip(lits.words()) {
+            *o |= l;
+        }
+        out
+    }
+
+    /// What the bytes of `v` satisfy (everything when the prefilter is disabled).
+    fn bytes_part(&self, v: &[u8]) -> Satisfied {
         let mut out = Satisfied::new(self.words, if self.disabled { u64::MAX } else { 0 });
         if self.words == 0 || self.disabled {
             return out;
@@ -340,6 +368,11 @@ impl Prefilter {
                 }
             }
         }
+        out
+    }
+
+    /// Adds what the literals found in `v` (case-insensitively) satisfy.
+    fn literals_into(&self, v: &[u8], out: &mut Satisfied) {
         if let Some(ac) = &self.ac {
             let mut literals = |v: &[u8]| {
                 for m in ac.find_overlapping_iter(v) {
@@ -367,7 +400,6 @@ impl Prefilter {
                 }
             }
         }
-        out
     }
 }
 

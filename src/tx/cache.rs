@@ -115,12 +115,34 @@ fn addr_key(b: &[u8]) -> (usize, usize) {
     }
 }
 
+/// From this length on a scan's literal part is shared by the contents with the same
+/// lowercase form (below it, looking that up costs about what the automaton does).
+const BIG_SCAN: usize = 256;
+
 /// What a value contains, for prefilters: the requirements it satisfies.
 pub(crate) struct Scan(Satisfied);
 
 impl Scan {
     pub fn new(v: &[u8], pf: &Prefilter) -> Scan {
         Scan(pf.scan(v))
+    }
+
+    /// The scan of a new content: a large one runs the automaton only if its lowercase form
+    /// was not scanned yet in this transaction (a body and its `t:lowercase`, or its
+    /// `t:htmlEntityDecode,t:lowercase`, are the same text for the automaton).
+    fn of(v: &[u8], pf: &Prefilter, big: &mut FxMap<Rc<[u8]>, Satisfied>) -> Scan {
+        if v.len() < BIG_SCAN {
+            return Scan::new(v, pf);
+        }
+        let lower: std::borrow::Cow<'_, [u8]> =
+            if v.iter().any(u8::is_ascii_uppercase) { std::borrow::Cow::Owned(v.to_ascii_lowercase()) } else { std::borrow::Cow::Borrowed(v) };
+        let mut lits = big.get(lower.as_ref()).cloned();
+        let known = lits.is_some();
+        let s = pf.scan_with_lowercase(v, &lower, &mut lits);
+        if let (false, Some(l)) = (known, lits) {
+            big.insert(Rc::from(lower.as_ref()), l);
+        }
+        Scan(s)
     }
 
     /// False when the requirement is absent: the regex cannot match.
@@ -262,6 +284,8 @@ pub(crate) struct Cache {
     chains: FxMap<(usize, usize, u32), usize>,
     finals: Vec<Final>,
     scans: FxMap<(usize, usize), Rc<Scan>>,
+    /// The literal part of the scans of large contents, by lowercase form (see [`Scan::of`]).
+    big_lits: FxMap<Rc<[u8]>, Satisfied>,
     sqli: FxMap<(usize, usize), Option<Rc<str>>>,
     xss: FxMap<(usize, usize), bool>,
     /// Every byte string this cache holds, by content: equal values (a header and its
@@ -335,6 +359,7 @@ impl Cache {
             chains: FxMap::with_capacity_and_hasher(n(64), Default::default()),
             finals: Vec::with_capacity(n(64)),
             scans: FxMap::with_capacity_and_hasher(n(64), Default::default()),
+            big_lits: FxMap::default(),
             sqli: FxMap::with_capacity_and_hasher(n(32), Default::default()),
             xss: FxMap::with_capacity_and_hasher(n(32), Default::default()),
             contents: Contents::with_capacity_and_hasher(n(128), Default::default()),
@@ -354,6 +379,7 @@ impl Cache {
         self.chains.clear();
         self.finals.clear();
         self.scans.clear();
+        self.big_lits.clear();
         self.sqli.clear();
         self.xss.clear();
         self.contents.clear();
@@ -423,9 +449,10 @@ impl Cache {
         if f.scan.is_none() {
             let key = v.key();
             let stats = &mut self.stats;
+            let big = &mut self.big_lits;
             let scan = self.scans.entry(key).or_insert_with(|| {
                 stats.scans_computed += 1;
-                Rc::new(Scan::new(v.bytes(), pf))
+                Rc::new(Scan::of(v.bytes(), pf, big))
             }).clone();
             f.scan = Some(scan);
         }
@@ -447,17 +474,19 @@ impl Cache {
     /// The scan of `v` (memoized by address).
     pub fn scan_rc(&mut self, v: &Rc<[u8]>, pf: &Prefilter) -> Rc<Scan> {
         let stats = &mut self.stats;
+        let big = &mut self.big_lits;
         stats.scans_reused += 1;
         self.scans.entry(addr_key(v)).or_insert_with(|| {
             stats.scans_reused -= 1;
             stats.scans_computed += 1;
-            Rc::new(Scan::new(v, pf))
+            Rc::new(Scan::of(v, pf, big))
         }).clone()
     }
 
     pub fn scan(&mut self, v: &Val<'_>, pf: &Prefilter) -> Rc<Scan> {
         let counts = (&mut self.stats.scans_reused, &mut self.stats.scans_computed);
-        memo(&mut self.scans, &mut self.contents, counts, v, || Rc::new(Scan::new(v.bytes(), pf)))
+        let big = &mut self.big_lits;
+        memo(&mut self.scans, &mut self.contents, counts, v, || Rc::new(Scan::of(v.bytes(), pf, big)))
     }
 
     pub fn sqli(&mut self, v: &Val<'_>) -> Option<Rc<str>> {
