@@ -392,17 +392,17 @@ impl HttpContext for WaferHttp {
             String::from_utf8_lossy(request_id).into_owned()
         };
         let persistent = ruleset.uses_persistent_collections();
-        let connection = ruleset.mentions.connection;
+        let (connection, server) = (ruleset.mentions.connection, ruleset.mentions.server);
         let wants_protocol = ruleset.mentions.protocol;
         let mut tx = Transaction::new(ruleset, self.unique_id.clone());
         if persistent {
             tx.set_collection_store(std::sync::Arc::new(crate::protect::SharedCollections));
         }
 
-        // Two host calls saved per request when no rule reads the addresses.
+        // Host calls saved per request when no rule reads the addresses (or the server's).
         if connection {
             let source = host::property(&["source", "address"]).unwrap_or_default();
-            let destination = host::property(&["destination", "address"]).unwrap_or_default();
+            let destination = if server { host::property(&["destination", "address"]).unwrap_or_default() } else { Vec::new() };
             let source = String::from_utf8_lossy(&source);
             let destination = String::from_utf8_lossy(&destination);
             let (client_ip, client_port) = host::split_address(&source);

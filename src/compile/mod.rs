@@ -169,6 +169,9 @@ pub struct Mentions {
     pub cookies: bool,
     /// `REMOTE_*`, `SERVER_ADDR`, `SERVER_PORT`: the host need not look up the addresses.
     pub connection: bool,
+    /// `SERVER_ADDR`, `SERVER_PORT` (within `connection`): the host need not look up the
+    /// server address (the CRS reads only `REMOTE_ADDR`).
+    pub server: bool,
     /// `REQUEST_PROTOCOL`, `REQUEST_LINE`, `RESPONSE_PROTOCOL`, `STATUS_LINE`, `FULL_REQUEST*`:
     /// the host need not look up the protocol.
     pub protocol: bool,
@@ -181,6 +184,7 @@ impl Mentions {
             args: has(b"ARGS") || has(b"URLENCODED_ERROR"),
             cookies: has(b"COOKIE"),
             connection: has(b"REMOTE_") || has(b"SERVER_ADDR") || has(b"SERVER_PORT"),
+            server: has(b"SERVER_ADDR") || has(b"SERVER_PORT"),
             protocol: has(b"PROTOCOL") || has(b"REQUEST_LINE") || has(b"STATUS_LINE") || has(b"FULL_REQUEST"),
         }
     }
@@ -323,6 +327,7 @@ impl Compiler {
         self.mentions.args |= m.args;
         self.mentions.cookies |= m.cookies;
         self.mentions.connection |= m.connection;
+        self.mentions.server |= m.server;
         self.mentions.protocol |= m.protocol;
         for d in seclang::lex(origin, text)? {
             let at = |offset: usize, msg: String| Error::at(origin, text, offset, msg);

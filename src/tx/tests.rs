@@ -301,7 +301,7 @@ fn persistent_collection_in_a_chain() {
 #[test]
 fn args_and_cookies_parsed_only_when_mentioned() {
     let plain = rules("SecRuleEngine On\nSecRule QUERY_STRING \"@contains x=1\" \"id:1,phase:1,deny\"\nSecRule REQUEST_HEADERS \"@contains evil\" \"id:2,phase:1,deny\"");
-    assert_eq!(plain.mentions, crate::compile::Mentions { args: false, cookies: false, connection: false, protocol: false });
+    assert_eq!(plain.mentions, crate::compile::Mentions { args: false, cookies: false, connection: false, server: false, protocol: false });
     let mut tx = Transaction::new(plain.clone(), "m".into());
     tx.process_uri("/?x=1&y=2", "GET", "HTTP/1.1");
     tx.add_request_header(b"Cookie", b"a=evil");
@@ -310,9 +310,14 @@ fn args_and_cookies_parsed_only_when_mentioned() {
     assert_eq!(blocked_by(&plain, "GET", "/?y=2", &[("Cookie", "a=evil")], b""), Some(2));
 
     let args = rules("SecRuleEngine On\nSecRule ARGS:x \"@streq 1\" \"id:3,phase:1,deny\"\nSecRule REQUEST_COOKIES:a \"@streq evil\" \"id:4,phase:1,deny\"");
-    assert_eq!(args.mentions, crate::compile::Mentions { args: true, cookies: true, connection: false, protocol: false });
+    assert_eq!(args.mentions, crate::compile::Mentions { args: true, cookies: true, connection: false, server: false, protocol: false });
     assert_eq!(blocked_by(&args, "GET", "/?x=1", &[], b""), Some(3));
     assert_eq!(blocked_by(&args, "GET", "/", &[("Cookie", "a=evil")], b""), Some(4));
+
+    let rs = rules("SecRule REMOTE_ADDR \"@ipMatch 10.0.0.1\" \"id:6,phase:1,deny\"");
+    assert!(rs.mentions.connection && !rs.mentions.server);
+    let rs = rules("SecRule SERVER_PORT \"@eq 1\" \"id:6,phase:1,deny\"");
+    assert!(rs.mentions.connection && rs.mentions.server);
 
     // The protocol is looked up by the host only for rule sets that can read it.
     for (var, wants) in [("REQUEST_PROTOCOL", true), ("REQUEST_LINE", true), ("RESPONSE_PROTOCOL", true), ("STATUS_LINE", true), ("FULL_REQUEST", true), ("REQUEST_URI", false)] {
