@@ -296,43 +296,11 @@ pub(crate) struct Cache {
     pub stats: CacheStats,
     /// Per (targets, chain) group use, only while profiling.
     pub group_stats: Option<HashMap<(u32, u32), GroupStat>>,
-    /// Sized for a large rule set: given back to [`SPARE`] when dropped.
-    recycle: bool,
 }
 
-thread_local! {
-    /// One emptied cache kept from the last transaction of this thread (a wasm VM has one):
-    /// the next transaction takes it instead of allocating its sixteen tables again.
-    static SPARE: std::cell::RefCell<Option<Cache>> = const { std::cell::RefCell::new(None) };
-}
-
-/// Tables that grew past this many entries (a request with thousands of values) are not kept.
+/// Tables that grew past this many entries (a request with thousands of values) are not kept
+/// for the next transaction.
 const SPARE_MAX_ENTRIES: usize = 1024;
-
-impl Drop for Cache {
-    fn drop(&mut self) {
-        if !self.recycle {
-            return;
-        }
-        let mut c = std::mem::take(self);
-        c.clear();
-        let big = [c.raw.capacity(), c.tf.capacity(), c.chains.capacity(), c.scans.capacity(), c.contents.capacity(), c.finals.capacity()]
-            .iter()
-            .any(|&n| n > SPARE_MAX_ENTRIES);
-        c.recycle = false;
-        if big {
-            return;
-        }
-        let _ = SPARE.try_with(|s| {
-            if let Ok(mut slot) = s.try_borrow_mut() {
-                if slot.is_none() {
-                    c.recycle = true;
-                    *slot = Some(c);
-                }
-            }
-        });
-    }
-}
 
 impl Default for Cache {
     fn default() -> Cache {
@@ -344,11 +312,6 @@ impl Cache {
     /// Tables sized for a rule set of `rules` rules: nothing is allocated for
     /// small rule sets; a CRS-sized one starts at the sizes a request needs.
     pub fn sized(rules: usize) -> Cache {
-        if rules >= 200 {
-            if let Some(c) = SPARE.try_with(|s| s.try_borrow_mut().ok().and_then(|mut s| s.take())).ok().flatten() {
-                return c;
-            }
-        }
         let n = |c: usize| if rules >= 200 { c } else { 0 };
         Cache {
             raw: FxMap::with_capacity_and_hasher(n(64), Default::default()),
@@ -365,12 +328,19 @@ impl Cache {
             contents: Contents::with_capacity_and_hasher(n(128), Default::default()),
             stats: CacheStats::default(),
             group_stats: None,
-            recycle: rules >= 200,
         }
     }
 
+    /// Whether no table grew past [`SPARE_MAX_ENTRIES`]: worth keeping for the next
+    /// transaction once cleared.
+    pub(crate) fn keepable(&self) -> bool {
+        [self.raw.capacity(), self.tf.capacity(), self.chains.capacity(), self.scans.capacity(), self.contents.capacity(), self.finals.capacity()]
+            .iter()
+            .all(|&n| n <= SPARE_MAX_ENTRIES)
+    }
+
     /// Empties every table, keeping their allocations.
-    fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         self.raw.clear();
         self.lists.clear();
         self.targets.clear();

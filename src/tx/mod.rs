@@ -28,9 +28,11 @@ use request::Request;
 pub(crate) type TxMap = HashMap<String, Vec<u8>, std::hash::BuildHasherDefault<Fx>>;
 
 /// Allocations a finished transaction of a large rule set leaves to the next one, emptied:
-/// the CRS sets ~100 TX variables per request and collects lists of up to ~100 values, and
-/// fresh tables and lists would grow to that each time.
+/// the CRS sets ~100 TX variables per request, fills sixteen memo tables and collects lists of
+/// up to ~100 values, and fresh tables and lists would grow to that each time. One per thread
+/// (a wasm VM has one).
 struct Spare {
+    cache: cache::Cache,
     tx: TxMap,
     values: Vec<eval::Value<'static>>,
     /// Keeps the capacities of its hits' names, values and captures.
@@ -44,13 +46,14 @@ thread_local! {
 /// The TX map and scratch list for a rule set of `rules` rules (see [`Spare`]).
 fn spare(rules: usize) -> Spare {
     if rules < 200 {
-        return Spare { tx: TxMap::default(), values: Vec::new(), hits: eval::HitPool::default() };
+        return Spare { cache: cache::Cache::sized(rules), tx: TxMap::default(), values: Vec::new(), hits: eval::HitPool::default() };
     }
     SPARE
         .try_with(|s| s.try_borrow_mut().ok().and_then(|mut s| s.take()))
         .ok()
         .flatten()
         .unwrap_or_else(|| Spare {
+            cache: cache::Cache::sized(rules),
             tx: TxMap::with_capacity_and_hasher(128, Default::default()),
             values: Vec::with_capacity(128),
             hits: eval::HitPool::default(),
@@ -60,10 +63,16 @@ fn spare(rules: usize) -> Spare {
 impl Drop for Transaction {
     fn drop(&mut self) {
         let values = self.values_scratch.get_mut();
-        if self.rs.rule_count() < 200 || self.tx.capacity() > 1024 || values.capacity() > 4096 || !self.hit_pool.small() {
+        if self.rs.rule_count() < 200 || self.tx.capacity() > 1024 || values.capacity() > 4096 || !self.hit_pool.small() || !self.cache.get_mut().keepable() {
             return;
         }
-        let mut spare = Spare { tx: std::mem::take(&mut self.tx), values: std::mem::take(values), hits: std::mem::take(&mut self.hit_pool) };
+        let mut spare = Spare {
+            cache: std::mem::take(self.cache.get_mut()),
+            tx: std::mem::take(&mut self.tx),
+            values: std::mem::take(values),
+            hits: std::mem::take(&mut self.hit_pool),
+        };
+        spare.cache.clear();
         spare.tx.clear();
         spare.values.clear();
         let _ = SPARE.try_with(|s| {
@@ -173,7 +182,7 @@ impl Transaction {
             phases_run: [false; 5],
             request_body_full: false,
             response_body_full: false,
-            cache: std::cell::RefCell::new(cache::Cache::sized(rs.rule_count())),
+            cache: std::cell::RefCell::new(spare.cache),
             hit_pool: spare.hits,
             values_scratch: std::cell::RefCell::new(spare.values),
             probe: Default::default(),
