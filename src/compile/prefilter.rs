@@ -236,6 +236,8 @@ pub struct Prefilter {
     pub words: usize,
     /// `256 * words`: row `b` is the set of requirements the byte `b` satisfies.
     byte_table: Vec<u64>,
+    /// The bytes whose row in `byte_table` is not empty (most bytes satisfy nothing).
+    byte_rows: [u64; 4],
     /// Literal id -> the requirements it satisfies.
     lit_reqs: Vec<Vec<u32>>,
     /// For [`Prefilter::describe`]: the literals, and each requirement's bytes and literal ids.
@@ -356,8 +358,8 @@ impl Prefilter {
                 *w |= 1u64 << (b & 63);
             }
         }
-        for (wi, &word) in have.iter().enumerate() {
-            let mut bits = word;
+        for (wi, (&word, &rows)) in have.iter().zip(&self.byte_rows).enumerate() {
+            let mut bits = word & rows;
             while bits != 0 {
                 let b = wi * 64 + bits.trailing_zeros() as usize;
                 bits &= bits - 1;
@@ -501,7 +503,15 @@ impl Builder {
                 Err(_) => (None, true),
             }
         };
-        Prefilter { ac, disabled, words, byte_table, lit_reqs, lits: self.lits, reqs: self.reqs }
+        let mut byte_rows = [0u64; 4];
+        for b in 0..256usize {
+            if byte_table.get(b * words..(b + 1) * words).is_some_and(|row| row.iter().any(|&w| w != 0)) {
+                if let Some(w) = byte_rows.get_mut(b / 64) {
+                    *w |= 1u64 << (b % 64);
+                }
+            }
+        }
+        Prefilter { ac, disabled, words, byte_table, byte_rows, lit_reqs, lits: self.lits, reqs: self.reqs }
     }
 }
 
