@@ -14,8 +14,7 @@ pub(crate) fn log(level: LogLevel, message: &str) {
 /// All pairs of a header map, names and values as raw bytes, owned (for the protections,
 /// which keep them). Names that are not UTF-8 are converted lossily.
 pub(crate) fn header_pairs(map: MapType) -> Option<Vec<(String, Bytes)>> {
-    let m = header_map(map)?;
-    Some(m.pairs().map(|(n, v)| (String::from_utf8_lossy(n).into_owned(), v.to_vec())).collect())
+    Some(header_map(map)?.to_owned_pairs())
 }
 
 /// A header map as the host serialized it, read in place: one buffer, no copy per header
@@ -30,6 +29,11 @@ pub(crate) struct HeaderMap {
 impl HeaderMap {
     pub(crate) fn pairs(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
         self.spans.iter().filter_map(|&[a, b, c, d]| Some((self.buf.get(a..b)?, self.buf.get(c..d)?)))
+    }
+
+    /// The pairs as owned copies (names that are not UTF-8 converted lossily).
+    pub(crate) fn to_owned_pairs(&self) -> Vec<(String, Bytes)> {
+        self.pairs().map(|(n, v)| (String::from_utf8_lossy(n).into_owned(), v.to_vec())).collect()
     }
 
     /// The first value of `name` (lowercase, as Envoy keeps names).

@@ -367,9 +367,7 @@ impl HttpContext for WaferHttp {
         };
         if let (Some(p), Some(ps)) = (shared.waf.protect(), shared.protect.as_ref()) {
             let id = String::from_utf8_lossy(request_id);
-            let owned: Vec<(String, Vec<u8>)> =
-                headers.pairs().map(|(n, v)| (String::from_utf8_lossy(n).into_owned(), v.to_vec())).collect();
-            let (state, reply) = crate::protect::request_headers(ps, p, &owned, &id);
+            let (state, reply) = crate::protect::request_headers(ps, p, &headers.to_owned_pairs(), &id);
             let state = self.protect.insert(Box::new(state));
             if let Some(reply) = reply {
                 self.interrupted = Some(Side::Request);
@@ -416,14 +414,12 @@ impl HttpContext for WaferHttp {
         // One host call saved per request when neither a rule nor the chunked-body guess
         // below reads the protocol (the default is then never observed).
         let chunked_guess = !end_of_stream && !has_length && !has_te;
-        self.protocol = if wants_protocol || chunked_guess {
-            host::property(&["request", "protocol"])
-                .map(|p| String::from_utf8_lossy(&p).into_owned())
-                .filter(|p| !p.is_empty())
-                .unwrap_or_else(|| "HTTP/1.1".to_string())
-        } else {
-            "HTTP/1.1".to_string()
-        };
+        self.protocol = (wants_protocol || chunked_guess)
+            .then(|| host::property(&["request", "protocol"]))
+            .flatten()
+            .map(|p| String::from_utf8_lossy(&p).into_owned())
+            .filter(|p| !p.is_empty())
+            .unwrap_or_else(|| "HTTP/1.1".to_string());
         tx.process_uri(
             &String::from_utf8_lossy(path),
             &String::from_utf8_lossy(method),
