@@ -4,6 +4,7 @@
 //! - `wafer check-rules FILE.conf`   compile a SecLang file (Include @... resolves embedded files)
 //! - `wafer eval CONFIG.json METHOD URI [HEADER: VALUE]... [--body FILE]`
 //!                                   run one request through phases 1-2 and print verdict + log lines
+//!                                   (with `--response FILE`, phases 3-5 too, for a 200 text/html)
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -15,7 +16,8 @@ fn usage() -> ExitCode {
         "usage:
   wafer check CONFIG.json
   wafer check-rules FILE.conf
-  wafer eval CONFIG.json METHOD URI [Header: value]... [--body FILE]
+  wafer eval CONFIG.json METHOD URI [Header: value]... [--body FILE] [--response FILE]
+                                    (--response: also phases 3-5 for a 200 text/html with that body)
   wafer time CONFIG.json N METHOD URI [Header: value]... [--body FILE]     mean time per request (native)
   wafer profile CONFIG.json N METHOD URI [Header: value]... [--body FILE]  per-rule time, memoization, rewrite candidates
   wafer crs-test --native [--tests DIR] [--filter REGEX] [-v]
@@ -126,10 +128,13 @@ fn run_eval(args: &[String], print: bool, profile: Option<&mut Profile>) -> Resu
     let (method, uri) = (&args[1], &args[2]);
     let mut headers: Vec<(String, String)> = Vec::new();
     let mut body = Vec::new();
+    let mut response: Option<Vec<u8>> = None;
     let mut rest = args[3..].iter();
     while let Some(a) = rest.next() {
         if a == "--body" {
             body = read(rest.next().ok_or("--body needs a file")?)?;
+        } else if a == "--response" {
+            response = Some(read(rest.next().ok_or("--response needs a file")?)?);
         } else {
             let (k, v) = a.split_once(':').ok_or_else(|| format!("header \"{a}\" is not Name: value"))?;
             headers.push((k.trim().to_string(), v.trim().to_string()));
@@ -160,6 +165,12 @@ fn run_eval(args: &[String], print: bool, profile: Option<&mut Profile>) -> Resu
             verdict = tx.process_request_body();
         }
     }
+    if let (None, Some(resp)) = (&verdict, &response) {
+        verdict = respond(&mut tx, resp);
+    }
+    if response.is_some() {
+        tx.process_logging();
+    }
     let lines = tx.take_log_lines();
     if let (Some(total), Some(p)) = (profile, tx.take_profile()) {
         total.merge(&p);
@@ -176,6 +187,21 @@ fn run_eval(args: &[String], print: bool, profile: Option<&mut Profile>) -> Resu
         None => println!("verdict: pass"),
     }
     Ok(())
+}
+
+/// Phases 3-4 for a `200 text/html` response with this body, the way the Envoy filter feeds them.
+fn respond(tx: &mut Transaction, body: &[u8]) -> Option<wafer::Interruption> {
+    tx.add_response_header(b"content-type", b"text/html");
+    tx.add_response_header(b"content-length", body.len().to_string().as_bytes());
+    if let Some(i) = tx.process_response_headers(200, "HTTP/1.1") {
+        return Some(i);
+    }
+    if tx.response_body_access() && !body.is_empty() {
+        if let BodyAppend::Interrupt(i) = tx.append_response_body(body) {
+            return Some(i);
+        }
+    }
+    tx.process_response_body()
 }
 
 fn crs_test(args: &[String]) -> Result<(), String> {

@@ -147,7 +147,8 @@ pub struct Ruleset {
     pub phases: [Vec<Entry>; 5],
     /// Non-fatal remarks made while loading (e.g. `@rbl` can't reach the network).
     pub warnings: Vec<String>,
-    /// For `skipAfter`: (phase index, entry index of the rule) -> entry index to jump to.
+    /// For `skipAfter`: (phase index, entry index of the rule) -> entry index to jump to,
+    /// sorted by (phase index, entry index).
     skip_targets: Vec<((usize, usize), usize)>,
     /// The automaton of all `@rx` required literals.
     pub prefilter: prefilter::Prefilter,
@@ -242,7 +243,9 @@ impl Ruleset {
 
     /// Where a rule at (phase, index) continues after a `skipAfter` match.
     pub fn skip_target(&self, phase: usize, index: usize) -> Option<usize> {
-        self.skip_targets.iter().find(|(k, _)| *k == (phase, index)).map(|(_, v)| *v)
+        // Built in (phase, index) order: a binary search (a linear one was ~5% of a CRS GET).
+        let i = self.skip_targets.binary_search_by_key(&(phase, index), |(k, _)| *k).ok()?;
+        self.skip_targets.get(i).map(|(_, v)| *v)
     }
 }
 
