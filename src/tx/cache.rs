@@ -384,6 +384,29 @@ impl Cache {
         }
     }
 
+    /// The `multiMatch` intermediates of a stable value `raw` (byte set `bytes`): each step's
+    /// result where it differs from the step before, in chain order, given to `out`. Steps
+    /// are applied directly, not memoized (the intermediates of one rule's chain are seldom
+    /// another's), and skipped when the value holds none of the bytes they could change.
+    pub fn variants(&mut self, raw: &Rc<[u8]>, bytes: [u64; 4], tfs: &[Transform], triggers: &[Option<[u64; 4]>], mut out: impl FnMut(Rc<[u8]>)) {
+        let mut cur = raw.clone();
+        let mut have = bytes;
+        for (i, &t) in tfs.iter().enumerate() {
+            if untouched(&have, triggers.get(i).unwrap_or(&None)) {
+                continue;
+            }
+            let next = match t.apply(&cur) {
+                std::borrow::Cow::Borrowed(_) => continue,
+                std::borrow::Cow::Owned(o) => self.share(&o),
+            };
+            if !Rc::ptr_eq(&next, &cur) {
+                have = byte_set(&next);
+                out(next.clone());
+                cur = next;
+            }
+        }
+    }
+
     /// A whole chain (interned as `id`) applied to a stable value: one lookup
     /// when seen before. Returns the result and a handle for [`Cache::chain_scan`].
     pub fn chain<'a>(&mut self, v: Val<'a>, id: u32, tfs: &[Transform]) -> (Val<'a>, usize) {

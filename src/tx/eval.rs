@@ -535,15 +535,9 @@ fn group(t: &Transaction, link: &Rule, head: &Rule) -> Option<std::rc::Rc<Group>
         }
         if link.multi_match {
             // As the per-value path: each step whose result differs from its input.
-            let mut cur = item.v.raw.clone();
-            for tf in &link.transforms {
-                if let Val::R(next) = cache.apply(Val::R(cur.clone()), *tf) {
-                    if !std::rc::Rc::ptr_eq(&next, &cur) {
-                        changed.push((i, Prepared { val: next.clone(), scan: std::cell::OnceCell::new() }));
-                        cur = next;
-                    }
-                }
-            }
+            cache.variants(&item.v.raw, item.v.bytes, &link.transforms, &link.step_triggers, |val| {
+                changed.push((i, Prepared { val, scan: std::cell::OnceCell::new() }));
+            });
         } else if let Val::R(rc) = cache.chain(Val::R(item.v.raw.clone()), link.chain_id, &link.transforms).0 {
             if !std::rc::Rc::ptr_eq(&rc, &item.v.raw) {
                 changed.push((i, Prepared { val: rc, scan: std::cell::OnceCell::new() }));
