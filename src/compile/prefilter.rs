@@ -9,7 +9,8 @@
 //! The analysis is conservative: when in doubt (unbounded classes, optional
 //! parts, too many alternatives) it gives up and the rule always runs.
 
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
+use aho_corasick::automaton::Automaton;
+use aho_corasick::{Anchored, MatchKind};
 use regex_syntax::hir::{Class, Hir, HirKind};
 use std::collections::{BTreeSet, HashMap};
 
@@ -234,9 +235,9 @@ const HEAD: usize = 4;
 pub struct Prefilter {
     /// Over the distinct first [`HEAD`] bytes of the literals (pattern index = head id);
     /// see [`Builder::build`].
-    heads: Option<AhoCorasick>,
+    heads: Option<aho_corasick::dfa::DFA>,
     /// Head id -> the literals that start with it (checked in full where a head is found),
-    /// each with its byte after the head (256: the literal is the head).
+    /// each with its byte after the head (256: the literal is the head), sorted by that byte.
     tails: Vec<Vec<(u32, u16)>>,
     /// The automaton could not be built: every requirement counts as satisfied.
     disabled: bool,
@@ -386,20 +387,61 @@ impl Prefilter {
         out
     }
 
+    /// Whether literal `l`, whose head `rest` starts with, continues as `rest` does.
+    fn rest_matches(&self, l: u32, rest: &[u8]) -> bool {
+        self.lits.get(l as usize).is_some_and(|lit| rest.get(HEAD..lit.len()) == lit.get(HEAD..))
+    }
+
+    /// Adds what literal `l` satisfies.
+    fn satisfy(&self, l: u32, out: &mut Satisfied) {
+        for &r in self.lit_reqs.get(l as usize).map(Vec::as_slice).unwrap_or_default() {
+            out.set(r);
+        }
+    }
+
     /// Adds what the literals found in `v` (case-insensitively) satisfy.
     fn literals_into(&self, v: &[u8], out: &mut Satisfied) {
         if let Some(heads) = &self.heads {
+            // The DFA walked by hand: the crate's overlapping iterator costs more per match
+            // and per call than the walk itself.
+            let Ok(start) = heads.start_state(Anchored::No) else {
+                out.words_mut().iter_mut().for_each(|w| *w = u64::MAX);
+                return;
+            };
             let mut literals = |v: &[u8]| {
-                for m in heads.find_overlapping_iter(v) {
-                    let rest = v.get(m.start()..).unwrap_or_default();
-                    for &(l, next) in self.tails.get(m.pattern().as_usize()).map(Vec::as_slice).unwrap_or_default() {
-                        // The head matched; most longer literals differ at the byte after it.
-                        let found = next > 255
-                            || (rest.get(HEAD).is_some_and(|&b| u16::from(b) == next)
-                                && self.lits.get(l as usize).is_some_and(|lit| rest.get(HEAD..lit.len()) == lit.get(HEAD..)));
-                        if found {
-                            for &r in self.lit_reqs.get(l as usize).map(Vec::as_slice).unwrap_or_default() {
-                                out.set(r);
+                let mut sid = start;
+                for (end, &b) in v.iter().enumerate() {
+                    sid = heads.next_state(Anchored::No, sid, b);
+                    if !heads.is_special(sid) || !heads.is_match(sid) {
+                        continue;
+                    }
+                    for k in 0..heads.match_len(sid) {
+                        let h = heads.match_pattern(sid, k);
+                        let from = (end + 1).saturating_sub(heads.pattern_len(h));
+                        let rest = v.get(from..).unwrap_or_default();
+                        let tails = self.tails.get(h.as_usize()).map(Vec::as_slice).unwrap_or_default();
+                        let next = rest.get(HEAD).map_or(256, |&b| u16::from(b));
+                        if tails.len() <= 16 {
+                            for &(l, n) in tails {
+                                if n > 255 || (n == next && self.rest_matches(l, rest)) {
+                                    self.satisfy(l, out);
+                                }
+                            }
+                            continue;
+                        }
+                        // Sorted by the byte after the head (the head itself, 256, last): a long
+                        // list ("http" heads 123 literals) is cut by binary search to the
+                        // literals with the value's next byte, and those that are the head.
+                        let exact = tails.partition_point(|&(_, n)| n < 256);
+                        for &(l, _) in tails.get(exact..).unwrap_or_default() {
+                            self.satisfy(l, out);
+                        }
+                        if next < 256 {
+                            let (from, to) = (tails.partition_point(|&(_, n)| n < next), tails.partition_point(|&(_, n)| n <= next));
+                            for &(l, _) in tails.get(from..to).unwrap_or_default() {
+                                if self.rest_matches(l, rest) {
+                                    self.satisfy(l, out);
+                                }
                             }
                         }
                     }
@@ -529,12 +571,15 @@ impl Builder {
                 t.push((id as u32, l.get(HEAD).map_or(256, |&b| u16::from(b))));
             }
         }
+        for t in &mut tails {
+            t.sort_unstable_by_key(|&(_, next)| next);
+        }
         let (heads, disabled) = if heads.is_empty() {
             (None, false)
         } else {
             // Case-insensitive by lowercasing both sides (literals are stored lowercased): an
             // automaton with case-insensitive transitions has twice the edges.
-            match AhoCorasickBuilder::new().match_kind(MatchKind::Standard).kind(Some(AhoCorasickKind::DFA)).build(&heads) {
+            match aho_corasick::dfa::Builder::new().match_kind(MatchKind::Standard).build(&heads) {
                 Ok(ac) => (Some(ac), false),
                 // Sound fallback: without the automaton no requirement can be ruled out.
                 Err(_) => (None, true),
@@ -602,16 +647,27 @@ mod tests {
         // Literals sharing heads, shorter and longer than HEAD, one byte (a byte requirement),
         // with capitals (matched case-insensitively); values from a small alphabet so that
         // heads often match without their literal.
-        let sets: Vec<Vec<&[u8]>> = vec![
-            vec![b"ab", b"abcab"],
-            vec![b"abca", b"abcabc", b"bcab"],
-            vec![b"ABCAB", b"cc"],
-            vec![b"abcb", b"abcc", b"c"],
-            vec![b"aaaaaaaa", b"ba"],
-            vec![b"cab", b"abcabca"],
-        ];
+        let mut sets: Vec<Vec<Vec<u8>>> = [
+            &[&b"ab"[..], b"abcab"][..],
+            &[b"abca", b"abcabc", b"bcab"],
+            &[b"ABCAB", b"cc"],
+            &[b"abcb", b"abcc", b"c"],
+            &[b"aaaaaaaa", b"ba"],
+            &[b"cab", b"abcabca"],
+        ]
+        .iter()
+        .map(|set| set.iter().map(|l| l.to_vec()).collect())
+        .collect();
+        // A head with more than 16 literals (the binary-searched path), one requirement each.
+        for x in b"abcx" {
+            sets.push(vec![[&b"bcba"[..], &[*x]].concat()]);
+            for y in b"abcx" {
+                sets.push(vec![[&b"bcba"[..], &[*x, *y]].concat()]);
+            }
+        }
+        sets.push(vec![b"bcba".to_vec()]);
         let mut b = Builder::default();
-        let reqs: Vec<Requirement> = sets.iter().map(|s| b.add_literals(s.iter().map(|l| l.to_vec()).collect()).unwrap()).collect();
+        let reqs: Vec<Requirement> = sets.iter().map(|s| b.add_literals(s.clone()).unwrap()).collect();
         let pf = b.build();
         let mut seed = 0x2545_f491_4f6c_dd1du64;
         for _ in 0..20_000 {
