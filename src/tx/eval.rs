@@ -394,17 +394,27 @@ pub(crate) struct Ctx<'a> {
 impl Expand for Ctx<'_> {
     fn expand(&self, parts: &[MacroPart]) -> Vec<u8> {
         let mut out = Vec::new();
-        for p in parts {
-            match p {
-                MacroPart::Lit(s) => out.extend_from_slice(s.as_bytes()),
-                MacroPart::Var { name, key } => out.extend_from_slice(&self.lookup(name, key.as_deref())),
-            }
-        }
+        self.expand_into(parts, &mut out);
         out
     }
 }
 
 impl Ctx<'_> {
+    /// [`Expand::expand`] appended to `out`; `%{tx.x}` copied straight from the variable.
+    fn expand_into(&self, parts: &[MacroPart], out: &mut Vec<u8>) {
+        for p in parts {
+            match p {
+                MacroPart::Lit(s) => out.extend_from_slice(s.as_bytes()),
+                MacroPart::Var { name, key: Some(k) } if name.eq_ignore_ascii_case("tx") && !k.bytes().any(|b| b.is_ascii_uppercase()) => {
+                    if let Some(v) = self.t.tx.get(k.as_str()) {
+                        out.extend_from_slice(v);
+                    }
+                }
+                MacroPart::Var { name, key } => out.extend_from_slice(&self.lookup(name, key.as_deref())),
+            }
+        }
+    }
+
     fn lookup(&self, name: &str, key: Option<&str>) -> Vec<u8> {
         if name.eq_ignore_ascii_case("rule") {
             let Some(rule) = self.rule else { return Vec::new() };
@@ -813,44 +823,53 @@ fn apply_setvar(t: &mut Transaction, rule: &Rule, sv: &crate::actions::SetVar) {
         apply_persistent(t, rule, sv);
         return;
     }
-    let (key, value) = {
+    // The expanded value goes to a buffer kept by the transaction, then into the variable's
+    // own allocation when it exists (most setvars update a score that exists).
+    let mut value = std::mem::take(&mut t.setvar_buf);
+    value.clear();
+    let key = {
         let ctx = Ctx { t, rule: Some(rule) };
         // Most keys are literal (`tx.anomaly_score`): no expansion needed.
         let key = match sv.key.as_slice() {
             [MacroPart::Lit(k)] => Cow::Borrowed(k.as_str()),
             parts => Cow::Owned(String::from_utf8_lossy(&ctx.expand(parts)).into_owned()),
         };
-        let key = if key.bytes().any(|b| b.is_ascii_uppercase()) { Cow::Owned(key.to_ascii_lowercase()) } else { key };
-        let value = match &sv.op {
-            SetOp::Set(v) | SetOp::Add(v) | SetOp::Sub(v) => Some(ctx.expand(v)),
-            SetOp::Delete | SetOp::Init(_) | SetOp::Expire(_) => None,
-        };
-        (key, value)
+        if let SetOp::Set(v) | SetOp::Add(v) | SetOp::Sub(v) = &sv.op {
+            ctx.expand_into(v, &mut value);
+        }
+        if key.bytes().any(|b| b.is_ascii_uppercase()) {
+            Cow::Owned(key.to_ascii_lowercase())
+        } else {
+            key
+        }
     };
-    match (&sv.op, value) {
-        (SetOp::Delete, _) => {
+    match &sv.op {
+        SetOp::Delete => {
             t.tx.remove(key.as_ref());
         }
-        (SetOp::Set(_), Some(v)) => match t.tx.get_mut(key.as_ref()) {
-            Some(slot) => *slot = v,
+        SetOp::Set(_) => match t.tx.get_mut(key.as_ref()) {
+            Some(slot) => {
+                slot.clear();
+                slot.extend_from_slice(&value);
+            }
             None => {
-                t.tx.insert(key.into_owned(), v);
+                t.tx.insert(key.into_owned(), value.clone());
             }
         },
-        (op, Some(v)) => {
+        op @ (SetOp::Add(_) | SetOp::Sub(_)) => {
             let cur = t.tx.get(key.as_ref()).map(|c| crate::operators::to_int(c)).unwrap_or(0);
-            let delta = crate::operators::to_int(&v);
+            let delta = crate::operators::to_int(&value);
             let n = if matches!(op, SetOp::Add(_)) { cur.saturating_add(delta) } else { cur.saturating_sub(delta) };
-            let n = n.to_string().into_bytes();
-            match t.tx.get_mut(key.as_ref()) {
-                Some(slot) => *slot = n,
-                None => {
-                    t.tx.insert(key.into_owned(), n);
-                }
-            }
+            let slot = match t.tx.get_mut(key.as_ref()) {
+                Some(slot) => slot,
+                None => t.tx.entry(key.into_owned()).or_default(),
+            };
+            slot.clear();
+            let _ = std::io::Write::write_fmt(slot, format_args!("{n}"));
         }
-        _ => {}
+        SetOp::Init(_) | SetOp::Expire(_) => {}
     }
+    t.setvar_buf = value;
 }
 
 /// `initcol`, and `setvar` / `expirevar` on a persistent collection (see `persist`).

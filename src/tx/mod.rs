@@ -148,6 +148,8 @@ pub struct Transaction {
     values_scratch: std::cell::RefCell<Vec<eval::Value<'static>>>,
     /// Reused match buffers.
     hit_pool: eval::HitPool,
+    /// Reused buffer of `setvar` values being expanded.
+    pub(crate) setvar_buf: Vec<u8>,
     /// Counters of the rule being evaluated (values, prefilter skips, operator runs).
     pub(crate) probe: eval::Probe,
     /// Per-rule statistics, when profiling (`wafer profile`).
@@ -184,6 +186,7 @@ impl Transaction {
             response_body_full: false,
             cache: std::cell::RefCell::new(spare.cache),
             hit_pool: spare.hits,
+            setvar_buf: Vec::new(),
             values_scratch: std::cell::RefCell::new(spare.values),
             probe: Default::default(),
             profile: None,
