@@ -161,12 +161,7 @@ impl CtlTarget {
             None => KeySel::All,
             Some(k) if k.len() >= 2 && k.starts_with('/') && k.ends_with('/') => {
                 let pattern = k.get(1..k.len() - 1).unwrap_or("");
-                let re = regex::bytes::RegexBuilder::new(pattern)
-                    .case_insensitive(true)
-                    .unicode(false)
-                    .build()
-                    .map_err(|e| format!("ctl: bad target regex /{pattern}/: {e}"))?;
-                KeySel::Regex(re)
+                KeySel::Regex(crate::vars::KeyRegex::new(pattern).map_err(|e| format!("ctl: bad target regex /{pattern}/: {e}"))?)
             }
             Some(k) => KeySel::Key(k.trim().to_ascii_lowercase()),
         };

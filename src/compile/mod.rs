@@ -838,8 +838,7 @@ fn compile_target(v: &seclang::VarAst) -> Result<(Var, KeySel), String> {
             KeySel::Key(k.to_ascii_lowercase())
         }
         Selector::Regex(r) => {
-            let re = regex::bytes::RegexBuilder::new(r).case_insensitive(true).unicode(false).build().map_err(|e| format!("bad selector regex /{r}/: {e}"))?;
-            KeySel::Regex(re)
+            KeySel::Regex(crate::vars::KeyRegex::new(r).map_err(|e| format!("bad selector regex /{r}/: {e}"))?)
         }
     };
     Ok((var, sel))

@@ -3,6 +3,37 @@
 
 use regex::bytes::Regex;
 
+/// A key-selector regex (`TX:/^header_name_/`), case-insensitive. An anchored plain prefix
+/// (the CRS's only kind) is matched without running the regex.
+#[derive(Debug, Clone)]
+pub struct KeyRegex {
+    re: Regex,
+    /// Lowercase prefix when the pattern is `^` and letters, digits, `_` or `-` only.
+    prefix: Option<Vec<u8>>,
+}
+
+impl KeyRegex {
+    pub fn new(pattern: &str) -> Result<KeyRegex, regex::Error> {
+        let re = regex::bytes::RegexBuilder::new(pattern).case_insensitive(true).unicode(false).build()?;
+        let prefix = pattern
+            .strip_prefix('^')
+            .filter(|rest| rest.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'))
+            .map(|rest| rest.to_ascii_lowercase().into_bytes());
+        Ok(KeyRegex { re, prefix })
+    }
+
+    pub fn is_match(&self, key: &[u8]) -> bool {
+        match &self.prefix {
+            Some(p) => key.get(..p.len()).is_some_and(|k| k.eq_ignore_ascii_case(p)),
+            None => self.re.is_match(key),
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        self.re.as_str()
+    }
+}
+
 macro_rules! vars {
     ($( $v:ident = $name:literal, $coll:literal; )*) => {
         /// A SecLang variable.
@@ -182,7 +213,7 @@ pub enum KeySel {
     /// Case-insensitive key (stored lowercased).
     Key(String),
     /// Case-insensitive regex on the key.
-    Regex(Regex),
+    Regex(KeyRegex),
 }
 
 impl KeySel {
@@ -208,5 +239,24 @@ pub struct Target {
 impl Target {
     pub fn excluded(&self, key: &[u8]) -> bool {
         self.exclude.iter().any(|e| e.matches(key))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::KeyRegex;
+
+    #[test]
+    fn key_regex_prefix_matches_as_the_regex_does() {
+        let keys: [&[u8]; 8] = [b"header_name_920450_host", b"HEADER_NAME_920450_x", b"header_name_920450_", b"header_name_92045", b"xheader_name_920450_a", b"", b"a-b_c", b"A-B_cd"];
+        for pattern in ["^header_name_920450_", "^a-b_c", "^", "^a.b", "^(a|x)", "header"] {
+            let k = KeyRegex::new(pattern).unwrap();
+            let re = regex::bytes::RegexBuilder::new(pattern).case_insensitive(true).unicode(false).build().unwrap();
+            for key in keys {
+                assert_eq!(k.is_match(key), re.is_match(key), "/{pattern}/ on {:?}", String::from_utf8_lossy(key));
+            }
+        }
+        assert!(KeyRegex::new("^header_").unwrap().prefix.is_some());
+        assert!(KeyRegex::new("^a.b").unwrap().prefix.is_none());
     }
 }
