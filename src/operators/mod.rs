@@ -15,6 +15,12 @@ use crate::seclang::{parse_macro, MacroPart};
 /// Expands `%{...}` macros against the current transaction.
 pub trait Expand {
     fn expand(&self, parts: &[MacroPart]) -> Vec<u8>;
+
+    /// An operator parameter's expansion. A context may keep it while it lives (the
+    /// transaction cannot change while one link's values are tested).
+    fn param<'a>(&'a self, parts: &[MacroPart]) -> std::borrow::Cow<'a, [u8]> {
+        std::borrow::Cow::Owned(self.expand(parts))
+    }
 }
 
 /// An operator parameter: literal, or with macros to expand per request.
@@ -34,10 +40,10 @@ impl Param {
         }
     }
 
-    fn value<'a>(&'a self, ctx: &dyn Expand) -> std::borrow::Cow<'a, [u8]> {
+    fn value<'a>(&'a self, ctx: &'a dyn Expand) -> std::borrow::Cow<'a, [u8]> {
         match self {
             Param::Lit(v) => std::borrow::Cow::Borrowed(v),
-            Param::Macro(parts) => std::borrow::Cow::Owned(ctx.expand(parts)),
+            Param::Macro(parts) => ctx.param(parts),
         }
     }
 }

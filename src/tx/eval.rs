@@ -360,7 +360,7 @@ pub(crate) fn collect<'a>(t: &'a Transaction, target: &Target, rule: Option<&Rul
         Var::HighestSeverity => scalar(out, var, Cow::Owned(t.highest_severity.to_string().into_bytes())),
         Var::Rule => {
             if let Some(rule) = rule {
-                let ctx = Ctx { t, rule: Some(rule) };
+                let ctx = Ctx::new(t, Some(rule));
                 for k in ["id", "msg", "severity", "logdata", "ver", "rev", "phase"] {
                     if target.sel.matches(k.as_bytes()) {
                         out.push(Value { name: VName::Owned(format!("RULE:{k}")), value: Cow::Owned(ctx.lookup("RULE", Some(k))), stable: false });
@@ -389,6 +389,15 @@ fn finish_count(out: &mut Vec<Value<'_>>, start: usize, target: &Target, name: &
 pub(crate) struct Ctx<'a> {
     pub t: &'a Transaction,
     pub rule: Option<&'a Rule>,
+    /// The last operator parameter expanded (by its address): one expansion per link
+    /// evaluation, not one per value (`@within %{tx.restricted_headers_basic}` on 16 headers).
+    param_memo: std::cell::OnceCell<(usize, Vec<u8>)>,
+}
+
+impl<'a> Ctx<'a> {
+    pub(crate) fn new(t: &'a Transaction, rule: Option<&'a Rule>) -> Ctx<'a> {
+        Ctx { t, rule, param_memo: std::cell::OnceCell::new() }
+    }
 }
 
 impl Expand for Ctx<'_> {
@@ -396,6 +405,15 @@ impl Expand for Ctx<'_> {
         let mut out = Vec::new();
         self.expand_into(parts, &mut out);
         out
+    }
+
+    fn param<'b>(&'b self, parts: &[MacroPart]) -> Cow<'b, [u8]> {
+        let key = parts.as_ptr() as usize;
+        match self.param_memo.get() {
+            Some((k, v)) if *k == key => Cow::Borrowed(v),
+            Some(_) => Cow::Owned(self.expand(parts)),
+            None => Cow::Borrowed(&self.param_memo.get_or_init(|| (key, self.expand(parts))).1),
+        }
     }
 }
 
@@ -624,7 +642,7 @@ fn target_items(t: &Transaction, ts: u32, mask: u32, target: &Target, head: &Rul
 fn eval_link(t: &Transaction, link: &Rule, head: &Rule, hits: &mut HitPool) {
     hits.n = 0;
     if let Some(g) = group(t, link, head) {
-        let ctx = Ctx { t, rule: Some(head) };
+        let ctx = Ctx::new(t, Some(head));
         let mut caps = Captures::default();
         for (item, val, scan) in g.values() {
             bump(&t.probe.values);
@@ -647,7 +665,7 @@ fn eval_link(t: &Transaction, link: &Rule, head: &Rule, hits: &mut HitPool) {
         return;
     }
     bump(&t.probe.unshared);
-    let ctx = Ctx { t, rule: Some(head) };
+    let ctx = Ctx::new(t, Some(head));
     // The list's allocation is reused from one evaluation to the next (see `recycle`).
     let mut values: Vec<Value<'_>> = recycle(std::mem::take(&mut *t.values_scratch.borrow_mut()));
     if link.targets.is_empty() {
@@ -828,7 +846,7 @@ fn apply_setvar(t: &mut Transaction, rule: &Rule, sv: &crate::actions::SetVar) {
     let mut value = std::mem::take(&mut t.setvar_buf);
     value.clear();
     let key = {
-        let ctx = Ctx { t, rule: Some(rule) };
+        let ctx = Ctx::new(t, Some(rule));
         // Most keys are literal (`tx.anomaly_score`): no expansion needed.
         let key = match sv.key.as_slice() {
             [MacroPart::Lit(k)] => Cow::Borrowed(k.as_str()),
@@ -877,7 +895,7 @@ fn apply_persistent(t: &mut Transaction, rule: &Rule, sv: &crate::actions::SetVa
     use super::persist::{self, Change, Loaded};
     let now = persist::now_ms();
     let (name, value) = {
-        let ctx = Ctx { t, rule: Some(rule) };
+        let ctx = Ctx::new(t, Some(rule));
         let name = String::from_utf8_lossy(&ctx.expand(&sv.key)).to_ascii_lowercase();
         let value = match &sv.op {
             SetOp::Set(v) | SetOp::Add(v) | SetOp::Sub(v) | SetOp::Init(v) | SetOp::Expire(v) => Some(ctx.expand(v)),
@@ -970,7 +988,7 @@ pub(crate) fn run_phase(t: &mut Transaction, rs: &Ruleset, phase: u8) -> Option<
                 let action = match &decision {
                     Disruptive::Drop => InterruptAction::Drop,
                     Disruptive::Redirect(parts) => {
-                        let ctx = Ctx { t, rule: Some(rule) };
+                        let ctx = Ctx::new(t, Some(rule));
                         InterruptAction::Redirect(String::from_utf8_lossy(&ctx.expand(parts)).into_owned())
                     }
                     _ => InterruptAction::Deny,

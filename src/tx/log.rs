@@ -38,7 +38,7 @@ fn field(out: &mut String, name: &str, v: &[u8]) {
 }
 
 pub(crate) fn rule_line(t: &Transaction, rule: &Rule, phase: u8) -> String {
-    let ctx = Ctx { t, rule: Some(rule) };
+    let ctx = Ctx::new(t, Some(rule));
     let mut s = String::with_capacity(512);
     let blocking = t.engine == EngineMode::On && matches!(rule.disruptive, Disruptive::Deny | Disruptive::Drop | Disruptive::Redirect(_)) && phase != 5;
     if blocking {
