@@ -33,6 +33,44 @@ fn direct_xss_positive() {
     assert!(detect_xss(b"<!DOCTYPE html>"));
 }
 
+/// Random inputs of XSS-ish fragments: without `<` and `=` the full check (what
+/// `detect_xss` skips) never detects; with them it does (so the generator can find XSS).
+#[test]
+fn xss_needs_a_less_than_or_an_equals_sign() {
+    let frags: [&[u8]; 40] = [
+        b"\"", b"'", b"`", b" ", b"/", b">", b"!", b"-", b"?", b"javascript:", b"onload", b"onerror", b"style", b"src",
+        b"href", b"x", b"\t", b"\n", b"&#", b"data:", b"vbscript:", b"[if", b"xml", b"import", b"entity", b"doctype",
+        b"script", b"\0", b"--", b"&#x6a;", b"expression(", b"alert(1)", b"\x0b", b"\x0c", b"\r", b"a", b"&", b";", b":", b"#",
+    ];
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let (mut with, mut found) = (0, 0);
+    for i in 0..200_000 {
+        let mut v = Vec::new();
+        for _ in 0..(next() % 10 + 1) {
+            v.extend_from_slice(frags[(next() % frags.len() as u64) as usize]);
+            // Every other input also gets `<` or `=` somewhere.
+            if i % 2 == 1 && next() % 4 == 0 {
+                v.push(if next() % 2 == 0 { b'<' } else { b'=' });
+            }
+        }
+        let full = super::xss::xss(&v);
+        if v.iter().any(|&b| b == b'<' || b == b'=') {
+            with += 1;
+            found += usize::from(full);
+        } else {
+            assert!(!full, "{:?}", String::from_utf8_lossy(&v));
+        }
+        assert_eq!(detect_xss(&v), full);
+    }
+    assert!(with > 50_000 && found > 1_000, "{with} inputs with < or =, {found} XSS");
+}
+
 #[test]
 fn direct_benign_negative() {
     for s in [
