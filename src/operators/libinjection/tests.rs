@@ -71,6 +71,36 @@ fn xss_needs_a_less_than_or_an_equals_sign() {
     assert!(with > 50_000 && found > 1_000, "{with} inputs with < or =, {found} XSS");
 }
 
+/// Single runs of letters, digits and `_` (keywords, numbers and both run together, random
+/// words) are never SQLi for the full check (what `detect_sqli` skips); with separators
+/// between the same pieces it finds SQLi (so the generator can).
+#[test]
+fn sqli_needs_more_than_one_word() {
+    let words: Vec<&[u8]> = libinjectionrs::sqli::sqli_data::SQL_KEYWORDS.iter().map(|k| k.word.as_bytes()).filter(|w| !w.is_empty() && w.iter().all(|&b| b.is_ascii_alphanumeric() || b == b'_')).collect();
+    assert!(words.len() > 500);
+    let pieces: [&[u8]; 8] = [b"1", b"0", b"0x1f", b"1e5", b"42", b"_", b"a", b"x9"];
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut next = || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let mut found = 0;
+    for _ in 0..100_000 {
+        let mut parts: Vec<&[u8]> = Vec::new();
+        for _ in 0..(next() % 4 + 1) {
+            parts.push(if next() % 3 == 0 { pieces[(next() % pieces.len() as u64) as usize] } else { words[(next() % words.len() as u64) as usize] });
+        }
+        let one = parts.concat();
+        assert_eq!(super::sqli_full(&one), None, "{:?}", String::from_utf8_lossy(&one));
+        assert_eq!(detect_sqli(&one), None);
+        let sep: &[u8] = [&b" "[..], b"'", b"/*", b"--", b"("][(next() % 5) as usize];
+        found += usize::from(detect_sqli(&parts.join(sep)).is_some());
+    }
+    assert!(found > 1_000, "{found} SQLi with separators");
+}
+
 #[test]
 fn direct_benign_negative() {
     for s in [
