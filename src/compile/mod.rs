@@ -123,7 +123,7 @@ pub struct Rule {
     /// The union of the transformations' trigger bytes (None: some step may
     /// change any value): a value with none of them passes the chain unchanged.
     pub chain_trigger: Option<[u64; 4]>,
-    /// `multiMatch` rules: each step's trigger bytes (None: it may change any value).
+    /// Each step's trigger bytes (None: it may change any value).
     pub step_triggers: Vec<Option<[u64; 4]>>,
     /// When every target reads request/response data that is fixed during a
     /// phase: the interned id of the target list, so rules with the same
@@ -719,9 +719,7 @@ impl Compiler {
         let mut intern = |r: &mut Rule| {
             let next = u32::try_from(chains.len()).unwrap_or(u32::MAX);
             r.chain_id = *chains.entry(r.transforms.clone()).or_insert(next);
-            if r.multi_match {
-                r.step_triggers = r.transforms.iter().map(|t| t.trigger()).collect();
-            }
+            r.step_triggers = r.transforms.iter().map(|t| t.trigger()).collect();
             r.chain_trigger = r.transforms.iter().try_fold([0u64; 4], |mut acc, t| {
                 let trig = t.trigger()?;
                 for (a, b) in acc.iter_mut().zip(trig.iter()) {

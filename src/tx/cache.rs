@@ -409,7 +409,9 @@ impl Cache {
 
     /// A whole chain (interned as `id`) applied to a stable value: one lookup
     /// when seen before. Returns the result and a handle for [`Cache::chain_scan`].
-    pub fn chain<'a>(&mut self, v: Val<'a>, id: u32, tfs: &[Transform]) -> (Val<'a>, usize) {
+    /// `triggers`: each step's trigger bytes; `bytes`: the value's byte set when known: the
+    /// steps before the first one that changes the value are run only if they could.
+    pub fn chain<'a>(&mut self, v: Val<'a>, id: u32, tfs: &[Transform], triggers: &[Option<[u64; 4]>], bytes: Option<[u64; 4]>) -> (Val<'a>, usize) {
         let key = (v.key().0, v.key().1, id);
         if let Some(&i) = self.chains.get(&key) {
             self.stats.chains_reused += 1;
@@ -422,9 +424,15 @@ impl Cache {
         // Steps are applied directly: most leave a benign value unchanged
         // (no copy), which costs less than a memo lookup per step.
         let mut owned: Option<Vec<u8>> = None;
-        for &t in tfs {
+        let mut have = bytes;
+        for (i, &t) in tfs.iter().enumerate() {
+            if have.is_some_and(|h| untouched(&h, triggers.get(i).unwrap_or(&None))) {
+                continue;
+            }
             let input: &[u8] = owned.as_deref().unwrap_or(v.bytes());
             if let std::borrow::Cow::Owned(o) = t.apply(input) {
+                // The byte set is not recomputed: later steps all run.
+                have = None;
                 owned = Some(o);
             }
         }

@@ -566,7 +566,7 @@ fn group(t: &Transaction, link: &Rule, head: &Rule) -> Option<std::rc::Rc<Group>
             cache.variants(&item.v.raw, item.v.bytes, &link.transforms, &link.step_triggers, |val| {
                 changed.push((i, Prepared { val, scan: std::cell::OnceCell::new() }));
             });
-        } else if let Val::R(rc) = cache.chain(Val::R(item.v.raw.clone()), link.chain_id, &link.transforms).0 {
+        } else if let Val::R(rc) = cache.chain(Val::R(item.v.raw.clone()), link.chain_id, &link.transforms, &link.step_triggers, Some(item.v.bytes)).0 {
             if !std::rc::Rc::ptr_eq(&rc, &item.v.raw) {
                 changed.push((i, Prepared { val: rc, scan: std::cell::OnceCell::new() }));
             }
@@ -702,13 +702,14 @@ fn eval_link(t: &Transaction, link: &Rule, head: &Rule, hits: &mut HitPool) {
                 }
             }
         } else if stable {
-            if cur.bytes().len() <= 512 && untouched(&byte_set(cur.bytes()), &link.chain_trigger) {
+            let bytes = (cur.bytes().len() <= 512).then(|| byte_set(cur.bytes()));
+            if bytes.is_some_and(|b| untouched(&b, &link.chain_trigger)) {
                 if op_matches(t, link, &ctx, &cur, stable, &mut caps, true) {
                     record(&cur, hits, &caps);
                 }
                 continue;
             }
-            let (v, handle) = t.cache.borrow_mut().chain(cur, link.chain_id, &link.transforms);
+            let (v, handle) = t.cache.borrow_mut().chain(cur, link.chain_id, &link.transforms, &link.step_triggers, bytes);
             if let Some(req) = &link.prefilter {
                 let scan = t.cache.borrow_mut().chain_scan(handle, &v, &t.rs.prefilter);
                 if scan.is_some_and(|s| !s.satisfies(req)) {
