@@ -300,6 +300,18 @@ impl Satisfied {
         }
     }
 
+    /// Adds what `other` satisfies.
+    pub fn union_with(&mut self, other: &Satisfied) {
+        for (a, b) in self.words_mut().iter_mut().zip(other.words()) {
+            *a |= b;
+        }
+    }
+
+    /// Satisfies nothing (for [`Satisfied::union_with`]).
+    pub fn none(words: usize) -> Satisfied {
+        Satisfied::new(words, 0)
+    }
+
     pub fn has(&self, r: Requirement) -> bool {
         self.words().get(r.id as usize / 64).is_some_and(|w| w & (1u64 << (r.id % 64)) != 0)
     }

@@ -150,6 +150,10 @@ impl Scan {
         self.0.has(*r)
     }
 
+    pub fn satisfied(&self) -> &Satisfied {
+        &self.0
+    }
+
 }
 
 /// The set of bytes in `v` (for transformation triggers).
@@ -193,6 +197,26 @@ pub(crate) struct Group {
     pub changed: Vec<(usize, Prepared)>,
     /// `multiMatch`: each item's raw value comes first, then its `changed` entries.
     pub multi: bool,
+    /// For groups of at least [`UNION_MIN`] values: what any of them may satisfy (a superset:
+    /// the union over the whole raw list and the changed values), so a rule whose
+    /// requirement none meets skips the group at once (a 10 KB JSON body has ~1,000 values
+    /// and ~150 rules read them).
+    pub union: std::cell::OnceCell<Satisfied>,
+}
+
+/// Smallest group worth a union of its values' scans (measured: 8 to 16 best on the CRS GET,
+/// all groups 0.7% more instructions, only groups of 32 or more 4% more).
+pub(crate) const UNION_MIN: usize = 8;
+
+impl Group {
+    /// How many values [`Group::values`] gives.
+    pub fn len(&self) -> usize {
+        if self.multi {
+            self.raw.len() + self.changed.len()
+        } else {
+            self.raw.len()
+        }
+    }
 }
 
 impl Group {
@@ -275,6 +299,9 @@ pub(crate) struct Cache {
     raw: FxMap<(usize, usize), Rc<Interned>>,
     /// target signature -> its collected values, for the current phase.
     pub lists: FxMap<u32, Rc<Vec<RawItem>>>,
+    /// A target list (by the address of its `Rc`, alive while `lists` holds it: cleared with
+    /// it) -> what any of its values satisfies (see [`Group::union`]).
+    pub list_unions: FxMap<usize, Satisfied>,
     /// (target id, removal mask) -> that one target's collected values, for the current phase.
     pub targets: FxMap<(u32, u32), Rc<Vec<RawItem>>>,
     /// (target signature, chain id) -> the prepared values, for the current phase.
@@ -316,6 +343,7 @@ impl Cache {
         Cache {
             raw: FxMap::with_capacity_and_hasher(n(64), Default::default()),
             lists: FxMap::with_capacity_and_hasher(n(64), Default::default()),
+            list_unions: FxMap::default(),
             targets: FxMap::with_capacity_and_hasher(n(64), Default::default()),
             groups: FxMap::with_capacity_and_hasher(n(128), Default::default()),
             tf: FxMap::default(),
@@ -343,6 +371,7 @@ impl Cache {
     pub(crate) fn clear(&mut self) {
         self.raw.clear();
         self.lists.clear();
+        self.list_unions.clear();
         self.targets.clear();
         self.groups.clear();
         self.tf.clear();

@@ -6,7 +6,8 @@ use std::borrow::Cow;
 use super::{log, InterruptAction, Interruption, Transaction};
 use crate::actions::{Ctl, Disruptive, SetOp};
 use crate::compile::{EngineMode, Entry, Rule, Ruleset};
-use super::cache::{byte_set, untouched, write_name, Group, Prepared, RawItem, Scan, Val};
+use super::cache::{byte_set, untouched, write_name, Group, Prepared, RawItem, Scan, Val, UNION_MIN};
+use crate::compile::prefilter::Satisfied;
 use crate::operators::{Captures, Expand, Operator};
 use crate::seclang::MacroPart;
 use crate::vars::{KeySel, Target, Var};
@@ -572,7 +573,7 @@ fn group(t: &Transaction, link: &Rule, head: &Rule) -> Option<std::rc::Rc<Group>
             }
         }
     }
-    let out = Group { raw: list.clone(), changed, multi: link.multi_match };
+    let out = Group { raw: list.clone(), changed, multi: link.multi_match, union: std::cell::OnceCell::new() };
     let g = std::rc::Rc::new(out);
     cache.stats.groups_built += 1;
     if let Some(m) = cache.group_stats.as_mut() {
@@ -642,6 +643,35 @@ fn target_items(t: &Transaction, ts: u32, mask: u32, target: &Target, head: &Rul
 fn eval_link(t: &Transaction, link: &Rule, head: &Rule, hits: &mut HitPool) {
     hits.n = 0;
     if let Some(g) = group(t, link, head) {
+        if let (Some(req), false) = (&link.prefilter, link.negated) {
+            if g.len() >= UNION_MIN {
+                // A superset is as good (sound) and cheaper: the union of the whole raw list
+                // (shared by every group over it) and of the values the chain changed.
+                let union = g.union.get_or_init(|| {
+                    let key = std::rc::Rc::as_ptr(&g.raw) as usize;
+                    let known = t.cache.borrow().list_unions.get(&key).cloned();
+                    let mut u = known.unwrap_or_else(|| {
+                        let mut u = Satisfied::none(t.rs.prefilter.words);
+                        for item in g.raw.iter() {
+                            u.union_with(item.v.scan.get_or_init(|| t.cache.borrow_mut().scan_rc(&item.v.raw, &t.rs.prefilter)).satisfied());
+                        }
+                        t.cache.borrow_mut().list_unions.insert(key, u.clone());
+                        u
+                    });
+                    for (_, p) in &g.changed {
+                        u.union_with(p.scan.get_or_init(|| t.cache.borrow_mut().scan_rc(&p.val, &t.rs.prefilter)).satisfied());
+                    }
+                    u
+                });
+                if !union.has(*req) {
+                    // No value can match (the operator is not negated).
+                    let n = g.len() as u64;
+                    t.probe.values.set(t.probe.values.get().wrapping_add(n));
+                    t.probe.skipped.set(t.probe.skipped.get().wrapping_add(n));
+                    return;
+                }
+            }
+        }
         let ctx = Ctx::new(t, Some(head));
         let mut caps = Captures::default();
         for (item, val, scan) in g.values() {
@@ -936,6 +966,7 @@ fn apply_ctl(t: &mut Transaction, c: &Ctl) {
     // Target lists may depend on what a ctl changes (body variable, removals).
     t.cache.get_mut().groups.clear();
     t.cache.get_mut().lists.clear();
+    t.cache.get_mut().list_unions.clear();
     match c {
         Ctl::RuleEngine(m) => t.engine = *m,
         Ctl::RequestBodyAccess(b) => t.request_body_access = *b,

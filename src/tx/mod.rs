@@ -423,6 +423,7 @@ impl Transaction {
         // Request/response data may have grown since the last phase.
         self.cache.get_mut().groups.clear();
         self.cache.get_mut().lists.clear();
+        self.cache.get_mut().list_unions.clear();
         self.cache.get_mut().targets.clear();
         let rs = self.rs.clone();
         let decision = eval::run_phase(self, &rs, phase);
