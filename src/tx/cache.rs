@@ -367,6 +367,17 @@ impl Cache {
             .all(|&n| n <= SPARE_MAX_ENTRIES)
     }
 
+    /// Room for about `values` more request values (a CRS transaction memoizes a few entries
+    /// per value and table).
+    pub(crate) fn reserve(&mut self, values: usize) {
+        let values = values.min(1 << 16);
+        self.raw.reserve(2 * values);
+        self.contents.reserve(4 * values);
+        self.scans.reserve(2 * values);
+        self.chains.reserve(4 * values);
+        self.finals.reserve(4 * values);
+    }
+
     /// Empties every table, keeping their allocations.
     pub(crate) fn clear(&mut self) {
         self.raw.clear();

@@ -440,6 +440,12 @@ impl Transaction {
         let s = &self.rs.settings;
         let processor = self.body_processor.clone().or_else(|| self.req.default_body_processor());
         self.req.parse_body(processor.as_deref(), s.request_body_json_depth_limit, s.arguments_limit);
+        // A body of many arguments fills the memo tables in phase 2: grown once, not doubling
+        // their way there.
+        let n = self.req.args_post.len();
+        if n > 64 && self.rs.rule_count() >= 200 {
+            self.cache.get_mut().reserve(n);
+        }
     }
 
     pub(crate) fn set_allow(&mut self, scope: AllowScope) {
