@@ -639,37 +639,39 @@ fn target_items(t: &Transaction, ts: u32, mask: u32, target: &Target, head: &Rul
     Some(l)
 }
 
+/// What any value of `g` may satisfy (see [`Group::union`]). A superset is as good (sound)
+/// and cheaper: the union of the whole raw list (shared by every group over it) and of the
+/// values the chain changed.
+fn group_union<'g>(t: &Transaction, g: &'g Group) -> &'g Satisfied {
+    g.union.get_or_init(|| {
+        let key = std::rc::Rc::as_ptr(&g.raw) as usize;
+        let known = t.cache.borrow().list_unions.get(&key).cloned();
+        let mut u = known.unwrap_or_else(|| {
+            let mut u = Satisfied::none(t.rs.prefilter.words);
+            for item in g.raw.iter() {
+                u.union_with(item.v.scan.get_or_init(|| t.cache.borrow_mut().scan_rc(&item.v.raw, &t.rs.prefilter)).satisfied());
+            }
+            t.cache.borrow_mut().list_unions.insert(key, u.clone());
+            u
+        });
+        for (_, p) in &g.changed {
+            u.union_with(p.scan.get_or_init(|| t.cache.borrow_mut().scan_rc(&p.val, &t.rs.prefilter)).satisfied());
+        }
+        u
+    })
+}
+
 /// Evaluates one link of a chain; returns its hits (empty = no match).
 fn eval_link(t: &Transaction, link: &Rule, head: &Rule, hits: &mut HitPool) {
     hits.n = 0;
     if let Some(g) = group(t, link, head) {
         if let (Some(req), false) = (&link.prefilter, link.negated) {
-            if g.len() >= UNION_MIN {
-                // A superset is as good (sound) and cheaper: the union of the whole raw list
-                // (shared by every group over it) and of the values the chain changed.
-                let union = g.union.get_or_init(|| {
-                    let key = std::rc::Rc::as_ptr(&g.raw) as usize;
-                    let known = t.cache.borrow().list_unions.get(&key).cloned();
-                    let mut u = known.unwrap_or_else(|| {
-                        let mut u = Satisfied::none(t.rs.prefilter.words);
-                        for item in g.raw.iter() {
-                            u.union_with(item.v.scan.get_or_init(|| t.cache.borrow_mut().scan_rc(&item.v.raw, &t.rs.prefilter)).satisfied());
-                        }
-                        t.cache.borrow_mut().list_unions.insert(key, u.clone());
-                        u
-                    });
-                    for (_, p) in &g.changed {
-                        u.union_with(p.scan.get_or_init(|| t.cache.borrow_mut().scan_rc(&p.val, &t.rs.prefilter)).satisfied());
-                    }
-                    u
-                });
-                if !union.has(*req) {
-                    // No value can match (the operator is not negated).
-                    let n = g.len() as u64;
-                    t.probe.values.set(t.probe.values.get().wrapping_add(n));
-                    t.probe.skipped.set(t.probe.skipped.get().wrapping_add(n));
-                    return;
-                }
+            if g.len() >= UNION_MIN && !group_union(t, &g).has(*req) {
+                // No value can match (the operator is not negated).
+                let n = g.len() as u64;
+                t.probe.values.set(t.probe.values.get().wrapping_add(n));
+                t.probe.skipped.set(t.probe.skipped.get().wrapping_add(n));
+                return;
             }
         }
         let ctx = Ctx::new(t, Some(head));
