@@ -18,8 +18,8 @@ fn usage() -> ExitCode {
   wafer check-rules FILE.conf
   wafer eval CONFIG.json METHOD URI [Header: value]... [--body FILE] [--response FILE]
                                     (--response: also phases 3-5 for a 200 text/html with that body)
-  wafer time CONFIG.json N METHOD URI [Header: value]... [--body FILE]     mean time per request (native)
-  wafer profile CONFIG.json N METHOD URI [Header: value]... [--body FILE]  per-rule time, memoization, rewrite candidates
+  wafer time CONFIG.json N METHOD URI [Header: value]... [--body FILE] [--response FILE]     mean time per request (native)
+  wafer profile CONFIG.json N METHOD URI [Header: value]... [--body FILE] [--response FILE]  per-rule time, memoization, rewrite candidates
   wafer crs-test --native [--tests DIR] [--filter REGEX] [-v]
   wafer crs-requests [--tests DIR]      JSON lines {{id, raw (base64)}} of every CRS test stage
   wafer ids CONFIG.json < REQUESTS.jsonl  JSON lines {{id, status, ids}} (raw requests run natively)"
