@@ -720,8 +720,8 @@ impl Compiler {
             let next = u32::try_from(chains.len()).unwrap_or(u32::MAX);
             r.chain_id = *chains.entry(r.transforms.clone()).or_insert(next);
             r.step_triggers = r.transforms.iter().map(|t| t.trigger()).collect();
-            r.chain_trigger = r.transforms.iter().try_fold([0u64; 4], |mut acc, t| {
-                let trig = t.trigger()?;
+            r.chain_trigger = r.step_triggers.iter().try_fold([0u64; 4], |mut acc, trig| {
+                let trig = (*trig)?;
                 for (a, b) in acc.iter_mut().zip(trig.iter()) {
                     *a |= b;
                 }

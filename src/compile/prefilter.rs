@@ -399,6 +399,37 @@ impl Prefilter {
         out
     }
 
+    /// Adds what the literals of head `h`, found at the start of `rest`, satisfy.
+    // Inlined into the scan loop: a call per head found cost 0.6% of a CRS GET.
+    #[inline(always)]
+    fn tails_into(&self, h: usize, rest: &[u8], out: &mut Satisfied) {
+        let tails = self.tails.get(h).map(Vec::as_slice).unwrap_or_default();
+        let next = rest.get(HEAD).map_or(256, |&b| u16::from(b));
+        if tails.len() <= 16 {
+            for &(l, n) in tails {
+                if n > 255 || (n == next && self.rest_matches(l, rest)) {
+                    self.satisfy(l, out);
+                }
+            }
+            return;
+        }
+        // Sorted by the byte after the head (the head itself, 256, last): a long list ("http"
+        // heads 123 literals) is cut by binary search to the literals with the value's next
+        // byte, and those that are the head.
+        let exact = tails.partition_point(|&(_, n)| n < 256);
+        for &(l, _) in tails.get(exact..).unwrap_or_default() {
+            self.satisfy(l, out);
+        }
+        if next < 256 {
+            let (from, to) = (tails.partition_point(|&(_, n)| n < next), tails.partition_point(|&(_, n)| n <= next));
+            for &(l, _) in tails.get(from..to).unwrap_or_default() {
+                if self.rest_matches(l, rest) {
+                    self.satisfy(l, out);
+                }
+            }
+        }
+    }
+
     /// Whether literal `l`, whose head `rest` starts with, continues as `rest` does.
     fn rest_matches(&self, l: u32, rest: &[u8]) -> bool {
         self.lits.get(l as usize).is_some_and(|lit| rest.get(HEAD..lit.len()) == lit.get(HEAD..))
@@ -431,31 +462,7 @@ impl Prefilter {
                         let h = heads.match_pattern(sid, k);
                         let from = (end + 1).saturating_sub(heads.pattern_len(h));
                         let rest = v.get(from..).unwrap_or_default();
-                        let tails = self.tails.get(h.as_usize()).map(Vec::as_slice).unwrap_or_default();
-                        let next = rest.get(HEAD).map_or(256, |&b| u16::from(b));
-                        if tails.len() <= 16 {
-                            for &(l, n) in tails {
-                                if n > 255 || (n == next && self.rest_matches(l, rest)) {
-                                    self.satisfy(l, out);
-                                }
-                            }
-                            continue;
-                        }
-                        // Sorted by the byte after the head (the head itself, 256, last): a long
-                        // list ("http" heads 123 literals) is cut by binary search to the
-                        // literals with the value's next byte, and those that are the head.
-                        let exact = tails.partition_point(|&(_, n)| n < 256);
-                        for &(l, _) in tails.get(exact..).unwrap_or_default() {
-                            self.satisfy(l, out);
-                        }
-                        if next < 256 {
-                            let (from, to) = (tails.partition_point(|&(_, n)| n < next), tails.partition_point(|&(_, n)| n <= next));
-                            for &(l, _) in tails.get(from..to).unwrap_or_default() {
-                                if self.rest_matches(l, rest) {
-                                    self.satisfy(l, out);
-                                }
-                            }
-                        }
+                        self.tails_into(h.as_usize(), rest, out);
                     }
                 }
             };

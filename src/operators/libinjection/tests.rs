@@ -42,13 +42,8 @@ fn xss_needs_a_less_than_or_an_equals_sign() {
         b"href", b"x", b"\t", b"\n", b"&#", b"data:", b"vbscript:", b"[if", b"xml", b"import", b"entity", b"doctype",
         b"script", b"\0", b"--", b"&#x6a;", b"expression(", b"alert(1)", b"\x0b", b"\x0c", b"\r", b"a", b"&", b";", b":", b"#",
     ];
-    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-    let mut next = || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed
-    };
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut next = || rng.next();
     let (mut with, mut found) = (0, 0);
     for i in 0..200_000 {
         let mut v = Vec::new();
@@ -79,13 +74,8 @@ fn sqli_needs_more_than_one_word() {
     let words: Vec<&[u8]> = libinjectionrs::sqli::sqli_data::SQL_KEYWORDS.iter().map(|k| k.word.as_bytes()).filter(|w| !w.is_empty() && w.iter().all(|&b| b.is_ascii_alphanumeric() || b == b'_')).collect();
     assert!(words.len() > 500);
     let pieces: [&[u8]; 8] = [b"1", b"0", b"0x1f", b"1e5", b"42", b"_", b"a", b"x9"];
-    let mut seed = 0x2545_f491_4f6c_dd1du64;
-    let mut next = || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed
-    };
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let mut next = || rng.next();
     let mut found = 0;
     for _ in 0..100_000 {
         let mut parts: Vec<&[u8]> = Vec::new();
