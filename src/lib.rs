@@ -11,6 +11,7 @@
     )
 )]
 
+pub mod alloc;
 pub mod body;
 pub mod compile;
 pub mod config;
