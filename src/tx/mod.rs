@@ -45,17 +45,14 @@ thread_local! {
 
 /// The TX map and scratch list for a rule set of `rules` rules (see [`Spare`]).
 fn spare(rules: usize) -> Spare {
-    if rules < 200 {
-        return Spare { cache: cache::Cache::sized(rules), tx: TxMap::default(), values: Vec::new(), hits: eval::HitPool::default() };
-    }
     SPARE
         .try_with(|s| s.try_borrow_mut().ok().and_then(|mut s| s.take()))
         .ok()
         .flatten()
         .unwrap_or_else(|| Spare {
             cache: cache::Cache::sized(rules),
-            tx: TxMap::with_capacity_and_hasher(128, Default::default()),
-            values: Vec::with_capacity(128),
+            tx: TxMap::with_capacity_and_hasher(if rules >= 200 { 128 } else { 0 }, Default::default()),
+            values: Vec::with_capacity(if rules >= 200 { 128 } else { 0 }),
             hits: eval::HitPool::default(),
         })
 }
@@ -63,7 +60,7 @@ fn spare(rules: usize) -> Spare {
 impl Drop for Transaction {
     fn drop(&mut self) {
         let values = self.values_scratch.get_mut();
-        if self.rs.rule_count() < 200 || self.tx.capacity() > 1024 || values.capacity() > 4096 || !self.hit_pool.small() || !self.cache.get_mut().keepable() {
+        if self.tx.capacity() > 1024 || values.capacity() > 4096 || !self.hit_pool.small() || !self.cache.get_mut().keepable() {
             return;
         }
         let mut spare = Spare {
