@@ -63,7 +63,7 @@ use crate::metrics::Metrics;
 
 proxy_wasm::main! {{
     proxy_wasm::set_root_context(|_context_id| -> Box<dyn RootContext> {
-        Box::new(WaferRoot { shared: None })
+        Box::new(WaferRoot { shared: None, tick_ms: metrics::FLUSH_MS, collector_ms: None, since_collector_flush: 0 })
     });
 }}
 
@@ -80,6 +80,12 @@ pub(crate) struct Shared {
 /// The root (plugin) context: compiles the configuration once and hands it to each stream.
 struct WaferRoot {
     shared: Option<Rc<Shared>>,
+    /// The tick period set in `on_configure`.
+    tick_ms: u64,
+    /// The request-log collector's flush interval, if one is configured.
+    collector_ms: Option<u64>,
+    /// Milliseconds (in ticks) since the request log was last sent.
+    since_collector_flush: u64,
 }
 
 impl Context for WaferRoot {}
@@ -106,12 +112,16 @@ impl RootContext for WaferRoot {
             Ok(waf) => {
                 host::log(LogLevel::Info, &format!("wafer: loaded: {}", waf.summary()));
                 let metrics = Metrics::define(waf.metric_labels());
-                let protect = waf.protect().map(|p| {
-                    if let Some(c) = p.request_log.as_ref().and_then(|l| l.collector.as_ref()) {
-                        let _ = hostcalls::set_tick_period(std::time::Duration::from_millis(c.flush_interval_ms));
-                    }
-                    protect::ProtectShared::define(&metrics::metric_prefix(waf.metric_labels()))
-                });
+                // The tick adds the pending transaction count to its counter (every
+                // FLUSH_MS) and sends the request log to its collector (every
+                // flush_interval_ms, counted in ticks).
+                let collector_ms = waf.protect().and_then(|p| p.request_log.as_ref()).and_then(|l| l.collector.as_ref()).map(|c| c.flush_interval_ms);
+                let tick_ms = collector_ms.map_or(metrics::FLUSH_MS, |c| c.min(metrics::FLUSH_MS));
+                self.tick_ms = tick_ms;
+                self.collector_ms = collector_ms;
+                self.since_collector_flush = 0;
+                let _ = hostcalls::set_tick_period(std::time::Duration::from_millis(tick_ms));
+                let protect = waf.protect().map(|_| protect::ProtectShared::define(&metrics::metric_prefix(waf.metric_labels())));
                 self.shared = Some(Rc::new(Shared {
                     waf: Arc::new(waf),
                     metrics,
@@ -132,12 +142,19 @@ impl RootContext for WaferRoot {
         }
     }
 
-    /// Ticks only when a request-log collector is configured: sends what is waiting.
+    /// Adds the pending transactions to their counter; sends the waiting request-log lines
+    /// when the collector's interval has passed.
     fn on_tick(&mut self) {
-        if let Some(shared) = &self.shared {
-            if let (Some(ps), Some(p)) = (&shared.protect, shared.waf.protect()) {
-                protect::flush(ps, p);
-            }
+        let Some(shared) = &self.shared else { return };
+        shared.metrics.flush();
+        let Some(interval) = self.collector_ms else { return };
+        self.since_collector_flush = self.since_collector_flush.saturating_add(self.tick_ms);
+        if self.since_collector_flush < interval {
+            return;
+        }
+        self.since_collector_flush = 0;
+        if let (Some(ps), Some(p)) = (&shared.protect, shared.waf.protect()) {
+            protect::flush(ps, p);
         }
     }
 

@@ -11,7 +11,7 @@
 //! name, not `interruptions.*`, so that once the tags are extracted they do not share a
 //! Prometheus metric with the `interruptions` total.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 
 use proxy_wasm::hostcalls;
@@ -26,7 +26,12 @@ pub(crate) struct Metrics {
     errors: Option<u32>,
     /// (rule id, phase) -> counter id (`None` when the host refused to define it; not retried).
     per_rule: RefCell<HashMap<(u64, u8), Option<u32>>>,
+    /// Transactions not yet added to the host's counter (see [`Metrics::transaction`]).
+    pending: Cell<u64>,
 }
+
+/// How often the root context adds the pending transaction count to the host's counter.
+pub(crate) const FLUSH_MS: u64 = 1000;
 
 impl Metrics {
     pub(crate) fn define(labels: &[(String, String)]) -> Metrics {
@@ -38,18 +43,34 @@ impl Metrics {
             errors: counter("errors"),
             prefix,
             per_rule: RefCell::new(HashMap::new()),
+            pending: Cell::new(0),
         }
     }
 
+    /// Counts a transaction. A host call costs Envoy about 3.7 us per request (measured with
+    /// @headers-only: 117 -> 113 us of CPU per GET without it), so the count is kept here
+    /// and added to the host's counter by [`Metrics::flush`]: every [`FLUSH_MS`] (the root
+    /// context's tick) and before any other counter of this configuration moves, so that
+    /// `transactions` never lags behind `interruptions` or `errors`.
     pub(crate) fn transaction(&self) {
-        increment(self.transactions);
+        self.pending.set(self.pending.get().saturating_add(1));
+    }
+
+    /// Adds the pending transactions to the host's counter.
+    pub(crate) fn flush(&self) {
+        let n = self.pending.replace(0);
+        if let (Some(id), true) = (self.transactions, n > 0) {
+            let _ = hostcalls::increment_metric(id, i64::try_from(n).unwrap_or(i64::MAX));
+        }
     }
 
     pub(crate) fn error(&self) {
+        self.flush();
         increment(self.errors);
     }
 
     pub(crate) fn interruption(&self, rule_id: Option<u64>, phase: u8) {
+        self.flush();
         increment(self.interruptions);
         let Some(rule_id) = rule_id else { return };
         let Ok(mut per_rule) = self.per_rule.try_borrow_mut() else {

@@ -66,6 +66,11 @@ fn hostile_requests_get_their_verdicts_and_the_vm_survives() {
     let benign = Request::get("/index.html?page=2");
     let resp = fx.send(&benign).expect("send benign");
     passed_whole(&benign, &resp).expect("benign request before");
+    // The benign request's count reaches the host's counter within a second (see below).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while fx.envoy.counter("wasmcustom.wafer.transactions") < 1 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
     let before = fx.envoy.counter("wasmcustom.wafer.transactions");
     let mut failures = Vec::new();
     let mut reached_wafer = 0;
@@ -86,10 +91,17 @@ fn hostile_requests_get_their_verdicts_and_the_vm_survives() {
         }
     }
     // Every request that reached wafer was counted (the counter is per VM: a restarted VM
-    // would not count on from where it was).
-    let counted = fx.envoy.counter("wasmcustom.wafer.transactions") - before;
-    if counted != reached_wafer + 3 {
-        failures.push(format!("wafer counted {counted} transactions, want {}", reached_wafer + 3));
+    // would not count on from where it was). wafer adds its count to the host's counter once
+    // a second: wait for it.
+    let want = reached_wafer + 3;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let mut counted = fx.envoy.counter("wasmcustom.wafer.transactions") - before;
+    while counted < want && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        counted = fx.envoy.counter("wasmcustom.wafer.transactions") - before;
+    }
+    if counted != want {
+        failures.push(format!("wafer counted {counted} transactions, want {want}"));
     }
     // Envoy's own lines (not wafer's rule logs) must show no wasm failure.
     let log = fx.envoy.log();
