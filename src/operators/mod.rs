@@ -48,6 +48,29 @@ impl Param {
     }
 }
 
+/// The parameter of a numeric operator: a literal is read as a number once, at load time.
+#[derive(Debug, Clone)]
+pub enum Num {
+    Lit(i64),
+    Macro(Vec<MacroPart>),
+}
+
+impl Num {
+    pub fn new(text: &str) -> Num {
+        match Param::new(text) {
+            Param::Lit(v) => Num::Lit(to_int(&v)),
+            Param::Macro(parts) => Num::Macro(parts),
+        }
+    }
+
+    fn value(&self, ctx: &dyn Expand) -> i64 {
+        match self {
+            Num::Lit(n) => *n,
+            Num::Macro(parts) => to_int(&ctx.param(parts)),
+        }
+    }
+}
+
 /// What a successful match reports: captures (`TX:0`..`TX:9`) when asked for.
 #[derive(Debug, Default, Clone)]
 pub struct Captures(pub Vec<Vec<u8>>);
@@ -64,11 +87,11 @@ pub enum Operator {
     BeginsWith(Param),
     EndsWith(Param),
     Within(Param),
-    Eq(Param),
-    Ge(Param),
-    Gt(Param),
-    Le(Param),
-    Lt(Param),
+    Eq(Num),
+    Ge(Num),
+    Gt(Num),
+    Le(Num),
+    Lt(Num),
     DetectSqli,
     DetectXss,
     UnconditionalMatch,
@@ -112,11 +135,11 @@ impl Operator {
             "beginswith" => Operator::BeginsWith(p()),
             "endswith" => Operator::EndsWith(p()),
             "within" => Operator::Within(p()),
-            "eq" => Operator::Eq(p()),
-            "ge" => Operator::Ge(p()),
-            "gt" => Operator::Gt(p()),
-            "le" => Operator::Le(p()),
-            "lt" => Operator::Lt(p()),
+            "eq" => Operator::Eq(Num::new(param)),
+            "ge" => Operator::Ge(Num::new(param)),
+            "gt" => Operator::Gt(Num::new(param)),
+            "le" => Operator::Le(Num::new(param)),
+            "lt" => Operator::Lt(Num::new(param)),
             "detectsqli" => Operator::DetectSqli,
             "detectxss" => Operator::DetectXss,
             "unconditionalmatch" => Operator::UnconditionalMatch,
@@ -183,11 +206,11 @@ impl Operator {
                 let hay = p.value(ctx);
                 value.is_empty() || find(&hay, value).is_some()
             }
-            Operator::Eq(p) => to_int(value) == to_int(&p.value(ctx)),
-            Operator::Ge(p) => to_int(value) >= to_int(&p.value(ctx)),
-            Operator::Gt(p) => to_int(value) > to_int(&p.value(ctx)),
-            Operator::Le(p) => to_int(value) <= to_int(&p.value(ctx)),
-            Operator::Lt(p) => to_int(value) < to_int(&p.value(ctx)),
+            Operator::Eq(p) => to_int(value) == p.value(ctx),
+            Operator::Ge(p) => to_int(value) >= p.value(ctx),
+            Operator::Gt(p) => to_int(value) > p.value(ctx),
+            Operator::Le(p) => to_int(value) <= p.value(ctx),
+            Operator::Lt(p) => to_int(value) < p.value(ctx),
             Operator::DetectSqli => match libinjection::detect_sqli(value) {
                 Some(fp) => {
                     if capture {
@@ -251,14 +274,28 @@ fn contains_word(value: &[u8], word: &[u8]) -> bool {
 /// ModSecurity's numeric reading of a value: optional spaces and sign, then
 /// leading digits; anything else reads as 0.
 pub fn to_int(v: &[u8]) -> i64 {
-    let s = std::str::from_utf8(v).unwrap_or("").trim();
-    let (neg, digits) = match s.as_bytes().first() {
-        Some(b'-') => (true, s.get(1..).unwrap_or("")),
-        Some(b'+') => (false, s.get(1..).unwrap_or("")),
+    // Numeric operators run on every request for the CRS's paranoia-level and score checks:
+    // ASCII values (almost all) are read in place; other values go through the `str` path
+    // (not UTF-8: 0; Unicode whitespace trimmed).
+    if !v.is_ascii() {
+        let s = std::str::from_utf8(v).unwrap_or("").trim();
+        return int_prefix(s.as_bytes());
+    }
+    // `str::trim` on ASCII: the bytes whose char is White_Space (0x0b included). Trailing
+    // whitespace need not go: the digits end before it.
+    let start = v.iter().position(|b| !matches!(b, b'\t' | b'\n' | 0x0b | 0x0c | b'\r' | b' ')).unwrap_or(v.len());
+    int_prefix(v.get(start..).unwrap_or_default())
+}
+
+/// The optional sign and the leading digits of `s` as a number (saturating; none: 0).
+fn int_prefix(s: &[u8]) -> i64 {
+    let (neg, digits) = match s.first() {
+        Some(b'-') => (true, s.get(1..).unwrap_or_default()),
+        Some(b'+') => (false, s.get(1..).unwrap_or_default()),
         _ => (false, s),
     };
     let mut n: i64 = 0;
-    for b in digits.bytes() {
+    for &b in digits {
         if !b.is_ascii_digit() {
             break;
         }
@@ -307,6 +344,35 @@ mod tests {
         assert!(ev(&op("eq", "0"), "") && ev(&op("gt", "5"), "12") && ev(&op("le", "-1"), "-3"));
         assert!(ev(&op("ge", "%{tx.x}"), "0"));
         assert_eq!(to_int(b"  42abc"), 42);
+    }
+
+    /// The in-place reading of ASCII values gives what reading through `str` (the reference
+    /// below) gives, for values built from digits, signs, ASCII and Unicode whitespace and
+    /// invalid UTF-8.
+    #[test]
+    fn to_int_matches_the_str_reading() {
+        fn reference(v: &[u8]) -> i64 {
+            let s = std::str::from_utf8(v).unwrap_or("").trim();
+            int_prefix(s.as_bytes())
+        }
+        let pieces: [&[u8]; 14] = [b"0", b"7", b"42", b"-", b"+", b" ", b"\t", b"\x0b", b"\x0c", b"\r\n", b"x", "\u{a0}".as_bytes(), b"\xff", b"99999999999999999999"];
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..50_000 {
+            let mut v = Vec::new();
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let mut r = state;
+            for _ in 0..(r % 6) {
+                r /= 6;
+                v.extend_from_slice(pieces[(r % 14) as usize]);
+                r /= 14;
+            }
+            assert_eq!(to_int(&v), reference(&v), "{v:?}");
+        }
+        assert_eq!(to_int(b"\x0b-12"), -12);
+        assert_eq!(to_int("\u{a0}5".as_bytes()), 5);
+        assert_eq!(to_int(b"5\xff"), 0);
     }
 
     #[test]

@@ -758,7 +758,7 @@ fn eval_link(t: &Transaction, link: &Rule, head: &Rule, hits: &mut HitPool) {
                 record(&v, hits, &caps);
             }
         } else {
-            if !untouched(&byte_set(cur.bytes()), &link.chain_trigger) {
+            if !link.transforms.is_empty() && !untouched(&byte_set(cur.bytes()), &link.chain_trigger) {
                 for tf in &link.transforms {
                     cur = step(t, stable, cur, *tf).0;
                 }
