@@ -132,6 +132,9 @@ pub struct Rule {
     /// Per target, an id for its (variable, selector, exclusions) when `target_sig` is set:
     /// rules whose lists share a target share its collected values.
     pub target_sigs: Vec<u32>,
+    /// When `target_sig` is set: a dense index of (target list, chain, multiMatch), the slot
+    /// of the transaction's prepared values for this link (see `tx::cache::Cache::slots`).
+    pub group_slot: Option<u32>,
 }
 
 /// An entry of a phase list.
@@ -160,6 +163,8 @@ pub struct Ruleset {
     /// What the rule text mentions at all (see [`Mentions`]): data no rule can read is not
     /// parsed per request.
     pub mentions: Mentions,
+    /// How many `Rule::group_slot`s there are.
+    pub group_slots: usize,
 }
 
 /// Request data a rule set may read, decided conservatively from its text: a rule set whose
@@ -681,6 +686,7 @@ impl Compiler {
             step_triggers: Vec::new(),
             target_sig: None,
             target_sigs: Vec::new(),
+            group_slot: None,
         };
         self.pending_chain.push(rule);
         if !parsed.chain {
@@ -716,6 +722,7 @@ impl Compiler {
         let mut chains: std::collections::HashMap<Vec<Transform>, u32> = std::collections::HashMap::new();
         let mut sigs: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
         let mut tsigs: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
+        let mut slots: std::collections::HashMap<(u32, u32, bool), u32> = std::collections::HashMap::new();
         let mut intern = |r: &mut Rule| {
             let next = u32::try_from(chains.len()).unwrap_or(u32::MAX);
             r.chain_id = *chains.entry(r.transforms.clone()).or_insert(next);
@@ -743,6 +750,10 @@ impl Compiler {
             } else {
                 Vec::new()
             };
+            r.group_slot = r.target_sig.map(|sig| {
+                let next = u32::try_from(slots.len()).unwrap_or(u32::MAX);
+                *slots.entry((sig, r.chain_id, r.multi_match)).or_insert(next)
+            });
         };
         for item in self.items.iter_mut() {
             if let Item::Rule(r) = item {
@@ -753,6 +764,7 @@ impl Compiler {
                 }
             }
         }
+        let group_slots = slots.len();
         for item in self.items {
             match item {
                 Item::Rule(r) => {
@@ -794,7 +806,7 @@ impl Compiler {
             }
             false
         });
-        Ok(Ruleset { settings: self.settings, phases, warnings: self.warnings, skip_targets, prefilter: pf.build(), rules, persistent, mentions: self.mentions })
+        Ok(Ruleset { settings: self.settings, phases, warnings: self.warnings, skip_targets, prefilter: pf.build(), rules, persistent, mentions: self.mentions, group_slots })
     }
 }
 

@@ -304,8 +304,12 @@ pub(crate) struct Cache {
     pub list_unions: FxMap<usize, Satisfied>,
     /// (target id, removal mask) -> that one target's collected values, for the current phase.
     pub targets: FxMap<(u32, u32), Rc<Vec<RawItem>>>,
-    /// (target signature, chain id) -> the prepared values, for the current phase.
+    /// (target signature, chain id) -> the prepared values, for the current phase, when
+    /// runtime target removals apply (else in `slots`).
     pub groups: FxMap<(u32, u32), Rc<Group>>,
+    /// `Rule::group_slot` -> the prepared values, for the current phase (no hashing: a CRS
+    /// request looks groups up a few hundred times).
+    pub slots: Vec<Option<Rc<Group>>>,
     tf: FxMap<(usize, usize, Transform), Option<Rc<[u8]>>>,
     /// (value address, length, chain id) -> index into `finals`.
     chains: FxMap<(usize, usize, u32), usize>,
@@ -346,6 +350,7 @@ impl Cache {
             list_unions: FxMap::default(),
             targets: FxMap::with_capacity_and_hasher(n(64), Default::default()),
             groups: FxMap::with_capacity_and_hasher(n(128), Default::default()),
+            slots: Vec::new(),
             tf: FxMap::default(),
             chains: FxMap::with_capacity_and_hasher(n(64), Default::default()),
             finals: Vec::with_capacity(n(64)),
@@ -385,6 +390,7 @@ impl Cache {
         self.list_unions.clear();
         self.targets.clear();
         self.groups.clear();
+        self.slots.clear();
         self.tf.clear();
         self.chains.clear();
         self.finals.clear();

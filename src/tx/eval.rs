@@ -526,13 +526,9 @@ fn step<'a>(t: &Transaction, stable: bool, cur: Val<'a>, tf: crate::transforms::
     }
 }
 
-/// The prepared values of a link whose targets are phase-stable: built by the
-/// first rule with these targets and chain in this phase, reused by the rest.
-/// None when this link cannot use the shared list.
-fn group(t: &Transaction, link: &Rule, head: &Rule) -> Option<std::rc::Rc<Group>> {
-    let sig = link.target_sig?;
-    // Which runtime target removals (ctl:ruleRemoveTarget*) concern this rule: rules
-    // with the same ones share a list (e.g. all 941xxx after 941010).
+/// Which runtime target removals (ctl:ruleRemoveTarget*) concern this rule, one bit each:
+/// rules with the same ones share a list (e.g. all 941xxx after 941010). None past 32.
+fn removal_mask(t: &Transaction, head: &Rule) -> Option<u32> {
     let mut mask = 0u32;
     for (i, r) in t.removed_targets.iter().enumerate() {
         if r.applies_to(head) {
@@ -542,10 +538,24 @@ fn group(t: &Transaction, link: &Rule, head: &Rule) -> Option<std::rc::Rc<Group>
             mask |= 1 << i;
         }
     }
+    Some(mask)
+}
+
+/// The prepared values of a link whose targets are phase-stable: built by the
+/// first rule with these targets and chain in this phase, reused by the rest.
+/// None when this link cannot use the shared list.
+fn group(t: &Transaction, link: &Rule, head: &Rule) -> Option<std::rc::Rc<Group>> {
+    let sig = link.target_sig?;
+    let mask = removal_mask(t, head)?;
     let sig = sig.wrapping_mul(0x9e37_79b9) ^ mask;
     // A multiMatch group holds every changed intermediate value, not only the final ones.
     let key = (sig, link.chain_id ^ if link.multi_match { 0x8000_0000 } else { 0 });
-    let found = t.cache.borrow().groups.get(&key).cloned();
+    // Without removals the group has a slot of its own (the same key, numbered at load time).
+    let slot = link.group_slot.filter(|_| mask == 0).map(|s| s as usize);
+    let found = match slot {
+        Some(s) => t.cache.borrow().slots.get(s).cloned().flatten(),
+        None => t.cache.borrow().groups.get(&key).cloned(),
+    };
     if let Some(g) = found {
         let mut cache = t.cache.borrow_mut();
         cache.stats.groups_reused += 1;
@@ -581,7 +591,12 @@ fn group(t: &Transaction, link: &Rule, head: &Rule) -> Option<std::rc::Rc<Group>
         s.built += 1;
         s.values += g.raw.len() as u64;
     }
-    cache.groups.insert(key, g.clone());
+    match slot.and_then(|s| cache.slots.get_mut(s)) {
+        Some(entry) => *entry = Some(g.clone()),
+        None => {
+            cache.groups.insert(key, g.clone());
+        }
+    }
     Some(g)
 }
 

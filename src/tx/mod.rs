@@ -419,6 +419,9 @@ impl Transaction {
         }
         // Request/response data may have grown since the last phase.
         self.cache.get_mut().groups.clear();
+        let slots = &mut self.cache.get_mut().slots;
+        slots.clear();
+        slots.resize(self.rs.group_slots, None);
         self.cache.get_mut().lists.clear();
         self.cache.get_mut().list_unions.clear();
         self.cache.get_mut().targets.clear();
