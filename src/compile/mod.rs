@@ -132,6 +132,8 @@ pub struct Rule {
     /// Per target, an id for its (variable, selector, exclusions) when `target_sig` is set:
     /// rules whose lists share a target share its collected values.
     pub target_sigs: Vec<u32>,
+    /// `tags` by their ids in [`Ruleset::tag_id`] (runtime removals by tag compare ids).
+    pub tag_ids: Vec<u32>,
     /// When `target_sig` is set: a dense index of (target list, chain, multiMatch), the slot
     /// of the transaction's prepared values for this link (see `tx::cache::Cache::slots`).
     pub group_slot: Option<u32>,
@@ -165,6 +167,8 @@ pub struct Ruleset {
     pub mentions: Mentions,
     /// How many `Rule::group_slot`s there are.
     pub group_slots: usize,
+    /// Every rule tag, numbered (see `Rule::tag_ids`).
+    tags: std::collections::HashMap<String, u32>,
 }
 
 /// Request data a rule set may read, decided conservatively from its text: a rule set whose
@@ -204,6 +208,11 @@ const _: () = {
 };
 
 impl Ruleset {
+    /// The id of a tag some rule has; None: no rule has it.
+    pub fn tag_id(&self, tag: &str) -> Option<u32> {
+        self.tags.get(tag).copied()
+    }
+
     /// Compiles SecLang text. `origin` names it in errors (`directives_map[default]`).
     pub fn compile(origin: &str, text: &str) -> Result<Ruleset, Error> {
         let mut c = Compiler::default();
@@ -687,6 +696,7 @@ impl Compiler {
             target_sig: None,
             target_sigs: Vec::new(),
             group_slot: None,
+            tag_ids: Vec::new(),
         };
         self.pending_chain.push(rule);
         if !parsed.chain {
@@ -723,7 +733,16 @@ impl Compiler {
         let mut sigs: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
         let mut tsigs: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
         let mut slots: std::collections::HashMap<(u32, u32, bool), u32> = std::collections::HashMap::new();
+        let mut tags: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
         let mut intern = |r: &mut Rule| {
+            r.tag_ids = r
+                .tags
+                .iter()
+                .map(|t| {
+                    let next = u32::try_from(tags.len()).unwrap_or(u32::MAX);
+                    *tags.entry(t.clone()).or_insert(next)
+                })
+                .collect();
             let next = u32::try_from(chains.len()).unwrap_or(u32::MAX);
             r.chain_id = *chains.entry(r.transforms.clone()).or_insert(next);
             r.step_triggers = r.transforms.iter().map(|t| t.trigger()).collect();
@@ -765,6 +784,7 @@ impl Compiler {
             }
         }
         let group_slots = slots.len();
+        let tags = tags;
         for item in self.items {
             match item {
                 Item::Rule(r) => {
@@ -806,7 +826,7 @@ impl Compiler {
             }
             false
         });
-        Ok(Ruleset { settings: self.settings, phases, warnings: self.warnings, skip_targets, prefilter: pf.build(), rules, persistent, mentions: self.mentions, group_slots })
+        Ok(Ruleset { settings: self.settings, phases, warnings: self.warnings, skip_targets, prefilter: pf.build(), rules, persistent, mentions: self.mentions, group_slots, tags })
     }
 }
 

@@ -405,6 +405,15 @@ impl Cache {
 }
 
 impl Cache {
+    /// Forgets the prepared groups and lists (their values may change: a new phase, a `ctl`),
+    /// keeping the slots' number.
+    pub(crate) fn clear_prepared(&mut self) {
+        self.groups.clear();
+        self.slots.iter_mut().for_each(|s| *s = None);
+        self.lists.clear();
+        self.list_unions.clear();
+    }
+
     /// The one shared copy of `b` (see `contents`).
     fn share(&mut self, b: &[u8]) -> Rc<[u8]> {
         share(&mut self.contents, b)

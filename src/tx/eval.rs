@@ -95,7 +95,8 @@ fn bump(c: &std::cell::Cell<u64>) {
 #[derive(Debug, Clone)]
 pub(crate) struct TargetRemoval {
     pub ids: Vec<(u64, u64)>,
-    pub tag: Option<String>,
+    /// The tag's id (`Ruleset::tag_id`); None: not by tag, or a tag no rule has.
+    pub tag: Option<u32>,
     pub var: Var,
     pub sel: KeySel,
 }
@@ -130,7 +131,7 @@ impl VName<'_> {
 impl TargetRemoval {
     /// Whether this removal concerns `rule` (by id or tag).
     pub fn applies_to(&self, rule: &Rule) -> bool {
-        self.ids.iter().any(|&(a, b)| (a..=b).contains(&rule.id)) || self.tag.as_ref().is_some_and(|tag| rule.tags.iter().any(|x| x == tag))
+        self.ids.iter().any(|&(a, b)| (a..=b).contains(&rule.id)) || self.tag.is_some_and(|tag| rule.tag_ids.contains(&tag))
     }
 }
 
@@ -164,7 +165,7 @@ pub(crate) fn collect<'a>(t: &'a Transaction, target: &Target, rule: Option<&Rul
         t.removed_targets.iter().any(|r| {
             r.var == target.var
                 && r.sel.matches(k)
-                && (r.ids.iter().any(|&(a, b)| (a..=b).contains(&rule.id)) || r.tag.as_ref().is_some_and(|tag| rule.tags.iter().any(|x| x == tag)))
+                && r.applies_to(rule)
         })
     };
     let r = &t.req;
@@ -981,28 +982,32 @@ fn apply_persistent(t: &mut Transaction, rule: &Rule, sv: &crate::actions::SetVa
 
 fn apply_ctl(t: &mut Transaction, c: &Ctl) {
     // Target lists may depend on what a ctl changes (body variable, removals).
-    t.cache.get_mut().groups.clear();
-    t.cache.get_mut().lists.clear();
-    t.cache.get_mut().list_unions.clear();
+    t.cache.get_mut().clear_prepared();
     match c {
         Ctl::RuleEngine(m) => t.engine = *m,
         Ctl::RequestBodyAccess(b) => t.request_body_access = *b,
         Ctl::RequestBodyProcessor(p) => t.body_processor = Some(p.clone()),
         Ctl::ForceRequestBodyVariable(b) => t.force_request_body_variable = *b,
         Ctl::RuleRemoveById(ids) => t.removed_ids.extend(ids.iter().copied()),
-        Ctl::RuleRemoveByTag(tag) => t.removed_tags.push(tag.clone()),
+        Ctl::RuleRemoveByTag(tag) => {
+            // A tag no rule has removes nothing.
+            if let Some(id) = t.rs.tag_id(tag) {
+                t.removed_tags.push(id);
+            }
+        }
         Ctl::RuleRemoveTargetById(ids, target) => {
             t.removed_targets.push(TargetRemoval { ids: ids.clone(), tag: None, var: target.var, sel: target.sel.clone() });
         }
         Ctl::RuleRemoveTargetByTag(tag, target) => {
-            t.removed_targets.push(TargetRemoval { ids: Vec::new(), tag: Some(tag.clone()), var: target.var, sel: target.sel.clone() });
+            let tag = t.rs.tag_id(tag);
+            t.removed_targets.push(TargetRemoval { ids: Vec::new(), tag, var: target.var, sel: target.sel.clone() });
         }
         Ctl::Ignored(_) => {}
     }
 }
 
 fn rule_removed(t: &Transaction, rule: &Rule) -> bool {
-    t.removed_ids.iter().any(|&(a, b)| (a..=b).contains(&rule.id)) || t.removed_tags.iter().any(|tag| rule.tags.iter().any(|x| x == tag))
+    t.removed_ids.iter().any(|&(a, b)| (a..=b).contains(&rule.id)) || t.removed_tags.iter().any(|tag| rule.tag_ids.contains(tag))
 }
 
 /// Runs the rules of one phase. Returns the interruption decided, if any

@@ -126,7 +126,8 @@ pub struct Transaction {
     pub(crate) body_processor: Option<String>,
     pub(crate) force_request_body_variable: bool,
     pub(crate) removed_ids: Vec<(u64, u64)>,
-    pub(crate) removed_tags: Vec<String>,
+    /// `ctl:ruleRemoveByTag`, by tag id (see `Ruleset::tag_id`).
+    pub(crate) removed_tags: Vec<u32>,
     pub(crate) removed_targets: Vec<eval::TargetRemoval>,
     /// `MATCHED_VAR`, `MATCHED_VAR_NAME`, `MATCHED_VARS` of the current rule.
     pub(crate) matched: eval::Matched,
@@ -418,13 +419,10 @@ impl Transaction {
             self.allow = None;
         }
         // Request/response data may have grown since the last phase.
-        self.cache.get_mut().groups.clear();
-        let slots = &mut self.cache.get_mut().slots;
-        slots.clear();
-        slots.resize(self.rs.group_slots, None);
-        self.cache.get_mut().lists.clear();
-        self.cache.get_mut().list_unions.clear();
-        self.cache.get_mut().targets.clear();
+        let cache = self.cache.get_mut();
+        cache.clear_prepared();
+        cache.slots.resize(self.rs.group_slots, None);
+        cache.targets.clear();
         let rs = self.rs.clone();
         let decision = eval::run_phase(self, &rs, phase);
         if let Some(i) = decision {

@@ -359,3 +359,31 @@ fn multi_match_sees_each_changed_step() {
     // Values seen by 20: x three times, y twice, z and w once.
     assert_eq!(p.rules[&20].values, 7);
 }
+
+/// `ctl:ruleRemoveTargetByTag` and `ctl:ruleRemoveByTag` act on the rules with that tag
+/// only (tags compared by id), from the next rule on; a tag no rule has removes nothing.
+/// The rules before and after the ctl share one prepared ARGS list where no removal applies.
+#[test]
+fn removals_by_tag() {
+    let rs = rules(
+        r#"SecRuleEngine On
+SecRule ARGS "@streq never" "id:1,phase:1,pass,nolog,tag:'t1'"
+SecRule ARGS:a "@streq x" "id:2,phase:1,pass,nolog,ctl:ruleRemoveTargetByTag=t1;ARGS:b"
+SecRule ARGS:a "@streq z" "id:3,phase:1,pass,nolog,ctl:ruleRemoveByTag=t2"
+SecRule ARGS:a "@streq n" "id:4,phase:1,pass,nolog,ctl:ruleRemoveByTag=nosuch,ctl:ruleRemoveTargetByTag=nosuch;ARGS:b"
+SecRule ARGS "@streq evil" "id:10,phase:1,deny,status:403,tag:'t1'"
+SecRule ARGS:b "@streq bad" "id:11,phase:1,deny,status:403,tag:'t2'"
+SecRule ARGS "@streq worse" "id:12,phase:1,deny,status:403,tag:'t3'"
+"#,
+    );
+    // ARGS:b removed from the t1 rule only.
+    assert_eq!(blocked_by(&rs, "GET", "/?a=x&b=evil", &[], b""), None);
+    assert_eq!(blocked_by(&rs, "GET", "/?a=y&b=evil", &[], b""), Some(10));
+    assert_eq!(blocked_by(&rs, "GET", "/?a=x&b=worse", &[], b""), Some(12));
+    // The t2 rule removed.
+    assert_eq!(blocked_by(&rs, "GET", "/?a=z&b=bad", &[], b""), None);
+    assert_eq!(blocked_by(&rs, "GET", "/?a=y&b=bad", &[], b""), Some(11));
+    // Unknown tags: nothing removed.
+    assert_eq!(blocked_by(&rs, "GET", "/?a=n&b=evil", &[], b""), Some(10));
+    assert_eq!(blocked_by(&rs, "GET", "/?a=n&b=bad", &[], b""), Some(11));
+}
