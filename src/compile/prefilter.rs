@@ -9,8 +9,6 @@
 //! The analysis is conservative: when in doubt (unbounded classes, optional
 //! parts, too many alternatives) it gives up and the rule always runs.
 
-use aho_corasick::automaton::Automaton;
-use aho_corasick::{Anchored, MatchKind};
 use regex_syntax::hir::{Class, Hir, HirKind};
 use std::collections::{BTreeSet, HashMap};
 
@@ -216,31 +214,29 @@ pub fn required_literals_hir(hir: &Hir) -> Option<Vec<Vec<u8>>> {
 /// Compiled into [`Prefilter`]'s tables; at run time one [`Prefilter::scan`] of a value gives
 /// the bit set of the requirements it satisfies, and a rule's test is one bit.
 /// Literals shorter than [`MIN_AC_LIT`] are represented by their first byte (a weaker but
-/// sound test that keeps the automaton from reporting matches everywhere).
+/// sound test that keeps the scan from reporting matches everywhere).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Requirement {
     pub id: u32,
 }
 
-/// Shortest literal put in the automaton.
+/// Shortest literal the scan looks for (shorter ones are byte requirements).
 pub const MIN_AC_LIT: usize = 2;
 
-/// How many first bytes of each literal the automaton looks for (see [`Builder::build`]).
+/// How many first bytes of each literal the scan looks up (see [`Builder::build`]).
 const HEAD: usize = 4;
 
-/// All literals of all prefiltered rules: one automaton over their first bytes (lowercase),
+/// All literals of all prefiltered rules: their first bytes (lowercase) in hash tables,
 /// the literals by head, and which
 /// requirements each literal and each byte satisfies.
 #[derive(Debug, Default)]
 pub struct Prefilter {
-    /// Over the distinct first [`HEAD`] bytes of the literals (pattern index = head id);
-    /// see [`Builder::build`].
-    heads: Option<aho_corasick::dfa::DFA>,
+    /// The distinct first [`HEAD`] bytes of the literals (head id = index in `tails`), by
+    /// their bytes; see [`Builder::build`].
+    heads: HeadTable,
     /// Head id -> the literals that start with it (checked in full where a head is found),
     /// each with its byte after the head (256: the literal is the head), sorted by that byte.
     tails: Vec<Vec<(u32, u16)>>,
-    /// The automaton could not be built: every requirement counts as satisfied.
-    disabled: bool,
     /// Words of a requirement bit set.
     pub words: usize,
     /// Row `b` (the set of requirements the byte `b` satisfies) without its zero words:
@@ -342,10 +338,10 @@ impl Prefilter {
         out
     }
 
-    /// The requirements `v` satisfies: one pass for its bytes, one automaton scan.
+    /// The requirements `v` satisfies: one pass for its bytes, one for its literals.
     pub fn scan(&self, v: &[u8]) -> Satisfied {
         let mut out = self.bytes_part(v);
-        if self.words == 0 || self.disabled {
+        if self.words == 0 {
             return out;
         }
         self.literals_into(v, &mut out);
@@ -356,7 +352,7 @@ impl Prefilter {
     /// value that lowercases to it), added to what the bytes of `v` satisfy.
     pub fn scan_with_lowercase(&self, v: &[u8], lower: &[u8], lits: &mut Option<Satisfied>) -> Satisfied {
         let mut out = self.bytes_part(v);
-        if self.words == 0 || self.disabled {
+        if self.words == 0 {
             return out;
         }
         let lits = lits.get_or_insert_with(|| {
@@ -370,10 +366,10 @@ impl Prefilter {
         out
     }
 
-    /// What the bytes of `v` satisfy (everything when the prefilter is disabled).
+    /// What the bytes of `v` satisfy.
     fn bytes_part(&self, v: &[u8]) -> Satisfied {
-        let mut out = Satisfied::new(self.words, if self.disabled { u64::MAX } else { 0 });
-        if self.words == 0 || self.disabled {
+        let mut out = Satisfied::new(self.words, 0);
+        if self.words == 0 {
             return out;
         }
         let mut have = [0u64; 4];
@@ -444,48 +440,133 @@ impl Prefilter {
 
     /// Adds what the literals found in `v` (case-insensitively) satisfy.
     fn literals_into(&self, v: &[u8], out: &mut Satisfied) {
-        if let Some(heads) = &self.heads {
-            // The DFA walked by hand: the crate's overlapping iterator costs more per match
-            // and per call than the walk itself.
-            let Ok(start) = heads.start_state(Anchored::No) else {
-                out.words_mut().iter_mut().for_each(|w| *w = u64::MAX);
-                return;
-            };
-            let mut literals = |v: &[u8]| {
-                let mut sid = start;
-                for (end, &b) in v.iter().enumerate() {
-                    sid = heads.next_state(Anchored::No, sid, b);
-                    if !heads.is_special(sid) || !heads.is_match(sid) {
-                        continue;
+        if self.tails.is_empty() {
+            return;
+        }
+        let t = &self.heads;
+        let literals = |v: &[u8], out: &mut Satisfied| {
+            // Every start position: its 2-, 3- and 4-byte windows looked up where a head of
+            // that length begins with its first two bytes. No state carried from byte to byte
+            // (a DFA's transition loads form one chain of dependent loads through a 1.7 MB
+            // table). `win` holds v[i..i + 4] (zeros past the end), built as i advances.
+            let mut win = v.iter().take(HEAD).rev().fold(0u32, |k, &b| k << 8 | u32::from(b));
+            for i in 0..v.len().saturating_sub(1) {
+                let w2 = (win & 0xffff) as usize;
+                let bits = t.starts.get(w2).copied().unwrap_or(0);
+                if bits != 0 {
+                    let rest = v.get(i..).unwrap_or_default();
+                    if bits & 1 != 0 {
+                        if let Some(h) = find(&t.slots2, win & 0xffff) {
+                            self.tails_into(h, rest, out);
+                        }
                     }
-                    for k in 0..heads.match_len(sid) {
-                        let h = heads.match_pattern(sid, k);
-                        let from = (end + 1).saturating_sub(heads.pattern_len(h));
-                        let rest = v.get(from..).unwrap_or_default();
-                        self.tails_into(h.as_usize(), rest, out);
+                    if bits & 2 != 0 && rest.len() >= 3 {
+                        if let Some(h) = find(&t.slots3, win & 0xff_ffff) {
+                            self.tails_into(h, rest, out);
+                        }
+                    }
+                    if bits & 4 != 0 && rest.len() >= 4 {
+                        if let Some(h) = find(&t.slots4, win) {
+                            self.tails_into(h, rest, out);
+                        }
                     }
                 }
-            };
-            if !v.iter().any(u8::is_ascii_uppercase) {
-                literals(v);
-            } else {
-                // Lowercased into a buffer kept for the next scan (a copy otherwise).
-                let done = LOWERED.try_with(|b| {
-                    let Ok(mut b) = b.try_borrow_mut() else { return false };
-                    b.clear();
-                    b.extend(v.iter().map(u8::to_ascii_lowercase));
-                    literals(&b);
-                    if b.capacity() > 1 << 20 {
-                        *b = Vec::new();
-                    }
-                    true
-                });
-                if done != Ok(true) {
-                    literals(&v.to_ascii_lowercase());
+                win = win >> 8 | v.get(i + HEAD).map_or(0, |&b| u32::from(b) << 24);
+            }
+        };
+        if !v.iter().any(u8::is_ascii_uppercase) {
+            literals(v, out);
+        } else {
+            // Lowercased into a buffer kept for the next scan (a copy otherwise).
+            let done = LOWERED.try_with(|b| {
+                let Ok(mut b) = b.try_borrow_mut() else { return false };
+                b.clear();
+                b.extend(v.iter().map(u8::to_ascii_lowercase));
+                literals(&b, out);
+                if b.capacity() > 1 << 20 {
+                    *b = Vec::new();
                 }
+                true
+            });
+            if done != Ok(true) {
+                literals(&v.to_ascii_lowercase(), out);
             }
         }
     }
+}
+
+/// The heads (2 to [`HEAD`] bytes, little-endian in a `u32`) by length, in open-addressed
+/// hash tables, and per two-byte start the lengths of the heads that begin with it: ~130 KB
+/// for the CRS's 1,643 heads (the DFA it replaced took 1.7 MB).
+#[derive(Debug, Default)]
+struct HeadTable {
+    /// Per two bytes `w` (a `u16`): bit `len - 2` set when some head of `len` bytes starts
+    /// with them.
+    starts: Vec<u8>,
+    /// (key, head id) slots per head length, a power of two of them; id `u32::MAX`: empty.
+    slots2: Vec<(u32, u32)>,
+    slots3: Vec<(u32, u32)>,
+    slots4: Vec<(u32, u32)>,
+}
+
+const EMPTY: u32 = u32::MAX;
+
+impl HeadTable {
+    fn new(heads: &[&[u8]]) -> HeadTable {
+        let key = |h: &[u8]| h.iter().rev().fold(0u32, |k, &b| k << 8 | u32::from(b));
+        let table = |len: usize| {
+            let n = heads.iter().filter(|h| h.len() == len).count();
+            if n == 0 {
+                return Vec::new();
+            }
+            // At most half full: probes stay short.
+            let mut slots = vec![(0, EMPTY); (2 * n).next_power_of_two()];
+            let mask = slots.len() - 1;
+            for (id, h) in heads.iter().enumerate().filter(|(_, h)| h.len() == len) {
+                let k = key(h);
+                let mut i = hash(k) & mask;
+                while slots.get(i).is_some_and(|&(_, v)| v != EMPTY) {
+                    i = (i + 1) & mask;
+                }
+                if let Some(s) = slots.get_mut(i) {
+                    *s = (k, id as u32);
+                }
+            }
+            slots
+        };
+        let mut starts = vec![0u8; 1 << 16];
+        for h in heads {
+            if let (Some(&a), Some(&b), 2..=HEAD) = (h.first(), h.get(1), h.len()) {
+                if let Some(s) = starts.get_mut(usize::from(a) | usize::from(b) << 8) {
+                    *s |= 1 << (h.len() - 2);
+                }
+            }
+        }
+        HeadTable { starts, slots2: table(2), slots3: table(3), slots4: table(4) }
+    }
+}
+
+/// The head id stored under `key` in `slots` (see [`HeadTable`]).
+#[inline(always)]
+fn find(slots: &[(u32, u32)], key: u32) -> Option<usize> {
+    let mask = slots.len().wrapping_sub(1);
+    let mut i = hash(key) & mask;
+    loop {
+        let &(k, id) = slots.get(i)?;
+        if id == EMPTY {
+            return None;
+        }
+        if k == key {
+            return Some(id as usize);
+        }
+        i = (i + 1) & mask;
+    }
+}
+
+/// Multiplicative hash of a head key (the high bits are the best mixed).
+#[inline(always)]
+fn hash(key: u32) -> usize {
+    (key.wrapping_mul(0x9e37_79b1).rotate_left(16)) as usize
 }
 
 thread_local! {
@@ -493,7 +574,7 @@ thread_local! {
     static LOWERED: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// Collects literals while rules are compiled, then builds the automaton.
+/// Collects literals while rules are compiled, then builds the scan's tables.
 #[derive(Default)]
 pub struct Builder {
     ids: HashMap<Vec<u8>, u32>,
@@ -571,11 +652,13 @@ impl Builder {
                 }
             }
         }
-        // The automaton finds only the literals' first HEAD bytes (1,643 distinct heads for the
+        // The scan finds only the literals' first HEAD bytes (1,643 distinct heads for the
         // CRS's 6,155 literals), and each head found is checked against the literals that
-        // start with it. That automaton is small enough for a DFA (CRS: ~3 ms to build, 1.7 MB):
-        // a DFA over the whole literals took ~1 s; the contiguous NFA over them (~11 ms,
-        // 1.4 MB) walked ~40 instructions per byte against ~5 for this DFA.
+        // start with it. Heads are looked up per position in hash tables (~130 KB): a DFA over
+        // the heads (1.7 MB; earlier design) cost as many cycles natively despite fewer
+        // instructions (each byte's transition waits on the previous one's load), a DFA over
+        // the whole literals took ~1 s to build, the contiguous NFA walked ~40 instructions
+        // per byte.
         let mut head_ids: HashMap<&[u8], u32> = HashMap::new();
         let mut heads: Vec<&[u8]> = Vec::new();
         let mut tails: Vec<Vec<(u32, u16)>> = Vec::new();
@@ -593,17 +676,7 @@ impl Builder {
         for t in &mut tails {
             t.sort_unstable_by_key(|&(_, next)| next);
         }
-        let (heads, disabled) = if heads.is_empty() {
-            (None, false)
-        } else {
-            // Case-insensitive by lowercasing both sides (literals are stored lowercased): an
-            // automaton with case-insensitive transitions has twice the edges.
-            match aho_corasick::dfa::Builder::new().match_kind(MatchKind::Standard).build(&heads) {
-                Ok(ac) => (Some(ac), false),
-                // Sound fallback: without the automaton no requirement can be ruled out.
-                Err(_) => (None, true),
-            }
-        };
+        let heads = HeadTable::new(&heads);
         let mut byte_rows = [0u64; 4];
         for b in 0..256usize {
             if byte_table.get(b * words..(b + 1) * words).is_some_and(|row| row.iter().any(|&w| w != 0)) {
@@ -623,7 +696,7 @@ impl Builder {
             }
         }
         byte_start.push(byte_words.len() as u32);
-        Prefilter { heads, tails, disabled, words, byte_start, byte_words, byte_rows, lit_reqs, lits: self.lits, reqs: self.reqs }
+        Prefilter { heads, tails, words, byte_start, byte_words, byte_rows, lit_reqs, lits: self.lits, reqs: self.reqs }
     }
 }
 
