@@ -11,7 +11,6 @@
     )
 )]
 
-pub mod alloc;
 pub mod body;
 pub mod compile;
 pub mod config;

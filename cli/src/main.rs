@@ -6,11 +6,6 @@
 //!                                   run one request through phases 1-2 and print verdict + log lines
 //!                                   (with `--response FILE`, phases 3-5 too, for a 200 text/html)
 
-// The VM has one thread: small blocks from per-size free lists (see wafer::alloc).
-#[cfg(all(target_arch = "wasm32", not(target_feature = "atomics")))]
-#[global_allocator]
-static ALLOC: wafer::alloc::SizeClasses = wafer::alloc::SizeClasses::new();
-
 use std::process::ExitCode;
 use std::sync::Arc;
 

@@ -40,11 +40,6 @@
 )]
 
 
-// The VM has one thread: small blocks from per-size free lists (see wafer::alloc).
-#[cfg(all(target_arch = "wasm32", not(target_feature = "atomics")))]
-#[global_allocator]
-static ALLOC: wafer::alloc::SizeClasses = wafer::alloc::SizeClasses::new();
-
 mod build_info;
 mod host;
 mod http;
