@@ -58,7 +58,7 @@ use crate::metrics::Metrics;
 
 proxy_wasm::main! {{
     proxy_wasm::set_root_context(|_context_id| -> Box<dyn RootContext> {
-        Box::new(WaferRoot { shared: None, tick_ms: metrics::FLUSH_MS, collector_ms: None, since_collector_flush: 0 })
+        Box::new(WaferRoot { shared: None, collector_ms: None, since_collector_flush: 0 })
     });
 }}
 
@@ -75,8 +75,6 @@ pub(crate) struct Shared {
 /// The root (plugin) context: compiles the configuration once and hands it to each stream.
 struct WaferRoot {
     shared: Option<Rc<Shared>>,
-    /// The tick period set in `on_configure`.
-    tick_ms: u64,
     /// The request-log collector's flush interval, if one is configured.
     collector_ms: Option<u64>,
     /// Milliseconds (in ticks) since the request log was last sent.
@@ -84,6 +82,13 @@ struct WaferRoot {
 }
 
 impl Context for WaferRoot {}
+
+impl WaferRoot {
+    /// The tick period: [`metrics::FLUSH_MS`], or the collector's interval when shorter.
+    fn tick_ms(&self) -> u64 {
+        self.collector_ms.map_or(metrics::FLUSH_MS, |c| c.min(metrics::FLUSH_MS))
+    }
+}
 
 impl RootContext for WaferRoot {
     fn on_vm_start(&mut self, _vm_configuration_size: usize) -> bool {
@@ -111,11 +116,9 @@ impl RootContext for WaferRoot {
                 // FLUSH_MS) and sends the request log to its collector (every
                 // flush_interval_ms, counted in ticks).
                 let collector_ms = waf.protect().and_then(|p| p.request_log.as_ref()).and_then(|l| l.collector.as_ref()).map(|c| c.flush_interval_ms);
-                let tick_ms = collector_ms.map_or(metrics::FLUSH_MS, |c| c.min(metrics::FLUSH_MS));
-                self.tick_ms = tick_ms;
                 self.collector_ms = collector_ms;
                 self.since_collector_flush = 0;
-                let _ = hostcalls::set_tick_period(std::time::Duration::from_millis(tick_ms));
+                let _ = hostcalls::set_tick_period(std::time::Duration::from_millis(self.tick_ms()));
                 let protect = waf.protect().map(|_| protect::ProtectShared::define(&metrics::metric_prefix(waf.metric_labels())));
                 self.shared = Some(Rc::new(Shared {
                     waf: Arc::new(waf),
@@ -143,7 +146,7 @@ impl RootContext for WaferRoot {
         let Some(shared) = &self.shared else { return };
         shared.metrics.flush();
         let Some(interval) = self.collector_ms else { return };
-        self.since_collector_flush = self.since_collector_flush.saturating_add(self.tick_ms);
+        self.since_collector_flush = self.since_collector_flush.saturating_add(self.tick_ms());
         if self.since_collector_flush < interval {
             return;
         }

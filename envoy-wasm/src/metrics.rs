@@ -47,8 +47,8 @@ impl Metrics {
         }
     }
 
-    /// Counts a transaction. A host call costs Envoy about 3.7 us per request (measured with
-    /// @headers-only: 117 -> 113 us of CPU per GET without it), so the count is kept here
+    /// Counts a transaction. A host call costs Envoy about 0.7 us (measured with 10
+    /// increments per request instead of 1: +6.5 us of CPU per GET), so the count is kept here
     /// and added to the host's counter by [`Metrics::flush`]: every [`FLUSH_MS`] (the root
     /// context's tick) and before any other counter of this configuration moves, so that
     /// `transactions` never lags behind `interruptions` or `errors`.

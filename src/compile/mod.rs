@@ -735,16 +735,8 @@ impl Compiler {
         let mut slots: std::collections::HashMap<(u32, u32, bool), u32> = std::collections::HashMap::new();
         let mut tags: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
         let mut intern = |r: &mut Rule| {
-            r.tag_ids = r
-                .tags
-                .iter()
-                .map(|t| {
-                    let next = u32::try_from(tags.len()).unwrap_or(u32::MAX);
-                    *tags.entry(t.clone()).or_insert(next)
-                })
-                .collect();
-            let next = u32::try_from(chains.len()).unwrap_or(u32::MAX);
-            r.chain_id = *chains.entry(r.transforms.clone()).or_insert(next);
+            r.tag_ids = r.tags.iter().map(|t| number(&mut tags, t.clone())).collect();
+            r.chain_id = number(&mut chains, r.transforms.clone());
             r.step_triggers = r.transforms.iter().map(|t| t.trigger()).collect();
             r.chain_trigger = r.step_triggers.iter().try_fold([0u64; 4], |mut acc, trig| {
                 let trig = (*trig)?;
@@ -753,26 +745,13 @@ impl Compiler {
                 }
                 Some(acc)
             });
-            r.target_sig = target_signature(&r.targets).map(|key| {
-                let next = u32::try_from(sigs.len()).unwrap_or(u32::MAX);
-                *sigs.entry(key).or_insert(next)
-            });
+            r.target_sig = target_signature(&r.targets).map(|key| number(&mut sigs, key));
             r.target_sigs = if r.target_sig.is_some() {
-                r.targets
-                    .iter()
-                    .filter_map(|t| target_signature(std::slice::from_ref(t)))
-                    .map(|key| {
-                        let next = u32::try_from(tsigs.len()).unwrap_or(u32::MAX);
-                        *tsigs.entry(key).or_insert(next)
-                    })
-                    .collect()
+                r.targets.iter().filter_map(|t| target_signature(std::slice::from_ref(t))).map(|key| number(&mut tsigs, key)).collect()
             } else {
                 Vec::new()
             };
-            r.group_slot = r.target_sig.map(|sig| {
-                let next = u32::try_from(slots.len()).unwrap_or(u32::MAX);
-                *slots.entry((sig, r.chain_id, r.multi_match)).or_insert(next)
-            });
+            r.group_slot = r.target_sig.map(|sig| number(&mut slots, (sig, r.chain_id, r.multi_match)));
         };
         for item in self.items.iter_mut() {
             if let Item::Rule(r) = item {
@@ -784,7 +763,6 @@ impl Compiler {
             }
         }
         let group_slots = slots.len();
-        let tags = tags;
         for item in self.items {
             match item {
                 Item::Rule(r) => {
@@ -828,6 +806,12 @@ impl Compiler {
         });
         Ok(Ruleset { settings: self.settings, phases, warnings: self.warnings, skip_targets, prefilter: pf.build(), rules, persistent, mentions: self.mentions, group_slots, tags })
     }
+}
+
+/// The number of `key` in `map`, the next free one (the map's size) for a new key.
+fn number<K: std::hash::Hash + Eq>(map: &mut std::collections::HashMap<K, u32>, key: K) -> u32 {
+    let next = u32::try_from(map.len()).unwrap_or(u32::MAX);
+    *map.entry(key).or_insert(next)
 }
 
 /// A key naming a target list when all its variables read data fixed for a

@@ -449,7 +449,7 @@ impl Prefilter {
             // that length begins with its first two bytes. No state carried from byte to byte
             // (a DFA's transition loads form one chain of dependent loads through a 1.7 MB
             // table). `win` holds v[i..i + 4] (zeros past the end), built as i advances.
-            let mut win = v.iter().take(HEAD).rev().fold(0u32, |k, &b| k << 8 | u32::from(b));
+            let mut win = pack(v.get(..HEAD).unwrap_or(v));
             for i in 0..v.len().saturating_sub(1) {
                 let w2 = (win & 0xffff) as usize;
                 let bits = t.starts.get(w2).copied().unwrap_or(0);
@@ -513,7 +513,6 @@ const EMPTY: u32 = u32::MAX;
 
 impl HeadTable {
     fn new(heads: &[&[u8]]) -> HeadTable {
-        let key = |h: &[u8]| h.iter().rev().fold(0u32, |k, &b| k << 8 | u32::from(b));
         let table = |len: usize| {
             let n = heads.iter().filter(|h| h.len() == len).count();
             if n == 0 {
@@ -523,7 +522,7 @@ impl HeadTable {
             let mut slots = vec![(0, EMPTY); (2 * n).next_power_of_two()];
             let mask = slots.len() - 1;
             for (id, h) in heads.iter().enumerate().filter(|(_, h)| h.len() == len) {
-                let k = key(h);
+                let k = pack(h);
                 let mut i = hash(k) & mask;
                 while slots.get(i).is_some_and(|&(_, v)| v != EMPTY) {
                     i = (i + 1) & mask;
@@ -544,6 +543,11 @@ impl HeadTable {
         }
         HeadTable { starts, slots2: table(2), slots3: table(3), slots4: table(4) }
     }
+}
+
+/// Up to four bytes as a little-endian `u32` (a head's key; the scan's window).
+fn pack(bytes: &[u8]) -> u32 {
+    bytes.iter().rev().fold(0u32, |k, &b| k << 8 | u32::from(b))
 }
 
 /// The head id stored under `key` in `slots` (see [`HeadTable`]).
