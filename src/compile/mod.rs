@@ -6,6 +6,7 @@
 //! actions merged, `block` resolved, `skipAfter` markers turned into indexes.
 
 pub mod prefilter;
+pub mod quick;
 
 use std::sync::Arc;
 
@@ -137,6 +138,8 @@ pub struct Rule {
     /// When `target_sig` is set: a dense index of (target list, chain, multiMatch), the slot
     /// of the transaction's prepared values for this link (see `tx::cache::Cache::slots`).
     pub group_slot: Option<u32>,
+    /// Chain heads: the rule's number, dense over all phases in order (see [`quick::Index`]).
+    pub index: u32,
 }
 
 /// An entry of a phase list.
@@ -169,6 +172,9 @@ pub struct Ruleset {
     pub group_slots: usize,
     /// Every rule tag, numbered (see `Rule::tag_ids`).
     tags: std::collections::HashMap<String, u32>,
+    /// Per phase list, what can be decided about each rule without reading it; the rules'
+    /// numbers by id and tag (see [`quick`]).
+    pub quick: quick::Index,
 }
 
 /// Request data a rule set may read, decided conservatively from its text: a rule set whose
@@ -697,6 +703,7 @@ impl Compiler {
             target_sigs: Vec::new(),
             group_slot: None,
             tag_ids: Vec::new(),
+            index: 0,
         };
         self.pending_chain.push(rule);
         if !parsed.chain {
@@ -790,7 +797,8 @@ impl Compiler {
                 }
             }
         }
-        let rules = phases.iter().flatten().filter(|e| matches!(e, Entry::Rule(_))).count();
+        let quick = quick::Index::build(&mut phases, tags.len());
+        let rules = quick.rules;
         let persistent = phases.iter().flatten().any(|e| {
             let mut link = match e {
                 Entry::Rule(r) => Some(r),
@@ -804,7 +812,7 @@ impl Compiler {
             }
             false
         });
-        Ok(Ruleset { settings: self.settings, phases, warnings: self.warnings, skip_targets, prefilter: pf.build(), rules, persistent, mentions: self.mentions, group_slots, tags })
+        Ok(Ruleset { settings: self.settings, phases, warnings: self.warnings, skip_targets, prefilter: pf.build(), rules, persistent, mentions: self.mentions, group_slots, tags, quick })
     }
 }
 

@@ -8,7 +8,8 @@ use crate::actions::{Ctl, Disruptive, SetOp};
 use crate::compile::{EngineMode, Entry, Rule, Ruleset};
 use super::cache::{byte_set, untouched, write_name, Group, Prepared, RawItem, Scan, Val, UNION_MIN};
 use crate::compile::prefilter::Satisfied;
-use crate::operators::{Captures, Expand, Operator};
+use crate::compile::quick::Quick;
+use crate::operators::{to_int, Captures, Expand, Operator};
 use crate::seclang::MacroPart;
 use crate::vars::{KeySel, Target, Var};
 
@@ -160,6 +161,7 @@ fn scalar<'a>(out: &mut Vec<Value<'a>>, var: Var, v: Cow<'a, [u8]>) {
 /// `ctl:ruleRemoveTarget*`).
 pub(crate) fn collect<'a>(t: &'a Transaction, target: &Target, rule: Option<&Rule>, out: &mut Vec<Value<'a>>) {
     let start = out.len();
+    let rule = rule.filter(|r| affected(t, r.index));
     let removed = |k: &[u8]| -> bool {
         let Some(rule) = rule else { return false };
         t.removed_targets.iter().any(|r| {
@@ -530,6 +532,9 @@ fn step<'a>(t: &Transaction, stable: bool, cur: Val<'a>, tf: crate::transforms::
 /// Which runtime target removals (ctl:ruleRemoveTarget*) concern this rule, one bit each:
 /// rules with the same ones share a list (e.g. all 941xxx after 941010). None past 32.
 fn removal_mask(t: &Transaction, head: &Rule) -> Option<u32> {
+    if !affected(t, head.index) {
+        return Some(0);
+    }
     let mut mask = 0u32;
     for (i, r) in t.removed_targets.iter().enumerate() {
         if r.applies_to(head) {
@@ -988,26 +993,84 @@ fn apply_ctl(t: &mut Transaction, c: &Ctl) {
         Ctl::RequestBodyAccess(b) => t.request_body_access = *b,
         Ctl::RequestBodyProcessor(p) => t.body_processor = Some(p.clone()),
         Ctl::ForceRequestBodyVariable(b) => t.force_request_body_variable = *b,
-        Ctl::RuleRemoveById(ids) => t.removed_ids.extend(ids.iter().copied()),
+        Ctl::RuleRemoveById(ids) => {
+            t.removed_ids.extend(ids.iter().copied());
+            mark_ids(t, ids);
+        }
         Ctl::RuleRemoveByTag(tag) => {
             // A tag no rule has removes nothing.
             if let Some(id) = t.rs.tag_id(tag) {
                 t.removed_tags.push(id);
+                mark_tag(t, id);
             }
         }
         Ctl::RuleRemoveTargetById(ids, target) => {
             t.removed_targets.push(TargetRemoval { ids: ids.clone(), tag: None, var: target.var, sel: target.sel.clone() });
+            mark_ids(t, ids);
         }
         Ctl::RuleRemoveTargetByTag(tag, target) => {
             let tag = t.rs.tag_id(tag);
             t.removed_targets.push(TargetRemoval { ids: Vec::new(), tag, var: target.var, sel: target.sel.clone() });
+            if let Some(tag) = tag {
+                mark_tag(t, tag);
+            }
         }
         Ctl::Ignored(_) => {}
     }
 }
 
 fn rule_removed(t: &Transaction, rule: &Rule) -> bool {
-    t.removed_ids.iter().any(|&(a, b)| (a..=b).contains(&rule.id)) || t.removed_tags.iter().any(|tag| rule.tag_ids.contains(tag))
+    // The lists first: the rule's fields are read only when some removal exists.
+    (!t.removed_ids.is_empty() || !t.removed_tags.is_empty())
+        && affected(t, rule.index)
+        && (t.removed_ids.iter().any(|&(a, b)| (a..=b).contains(&rule.id)) || t.removed_tags.iter().any(|tag| rule.tag_ids.contains(tag)))
+}
+
+/// Whether a rule's quick record shows that it cannot match now (see `compile::quick`).
+fn cannot_match(t: &Transaction, rs: &Ruleset, q: &Quick) -> bool {
+    match *q {
+        Quick::Eval => false,
+        Quick::TxNum { key, cmp, n } => t.tx.get(rs.quick.key(key)).is_none_or(|v| !cmp.holds(to_int(v), n)),
+        Quick::Group { slot, req } => {
+            // Built in this phase by an earlier rule (slots are cleared with every phase and ctl).
+            let cache = t.cache.borrow();
+            let Some(Some(g)) = cache.slots.get(slot as usize) else { return false };
+            // The union exists once a rule evaluated the group (groups of UNION_MIN values or more).
+            g.len() == 0 || req.is_some_and(|r| g.union.get().is_some_and(|u| !u.has(r)))
+        }
+    }
+}
+
+/// Whether some runtime removal may concern the rule numbered `n` (see `Transaction::affected`).
+fn affected(t: &Transaction, n: u32) -> bool {
+    t.affected.get(n as usize / 64).is_some_and(|w| w & (1u64 << (n % 64)) != 0)
+}
+
+/// Marks the rules numbered `ns` as concerned by a runtime removal.
+fn mark(t: &mut Transaction, ns: impl Iterator<Item = u32>) {
+    let words = t.rs.quick.rules.div_ceil(64);
+    if t.affected.len() < words {
+        t.affected.resize(words, 0);
+    }
+    for n in ns {
+        if let Some(w) = t.affected.get_mut(n as usize / 64) {
+            *w |= 1u64 << (n % 64);
+        }
+    }
+}
+
+/// Marks the rules whose ids are in `ranges`.
+fn mark_ids(t: &mut Transaction, ranges: &[(u64, u64)]) {
+    let rs = t.rs.clone();
+    for &(a, b) in ranges {
+        mark(t, rs.quick.ids(a, b));
+    }
+}
+
+/// Marks the rules with the tag numbered `tag`.
+fn mark_tag(t: &mut Transaction, tag: u32) {
+    let rs = t.rs.clone();
+    mark(t, rs.quick.tagged(tag).iter().copied());
 }
 
 /// Runs the rules of one phase. Returns the interruption decided, if any
@@ -1017,7 +1080,14 @@ pub(crate) fn run_phase(t: &mut Transaction, rs: &Ruleset, phase: u8) -> Option<
     let list = rs.phases.get(pidx)?;
     let mut i = 0;
     let mut skip = 0u32;
+    let quick = rs.quick.phases.get(pidx).map_or(&[][..], Vec::as_slice);
     while let Some(entry) = list.get(i) {
+        // From the rule's quick record first: most rules are passed without reading them.
+        // (Not when profiling: the profile times each rule's whole evaluation.)
+        if skip == 0 && t.profile.is_none() && quick.get(i).is_some_and(|q| cannot_match(t, rs, q)) {
+            i += 1;
+            continue;
+        }
         let Entry::Rule(rule) = entry else {
             i += 1;
             continue;

@@ -129,6 +129,9 @@ pub struct Transaction {
     /// `ctl:ruleRemoveByTag`, by tag id (see `Ruleset::tag_id`).
     pub(crate) removed_tags: Vec<u32>,
     pub(crate) removed_targets: Vec<eval::TargetRemoval>,
+    /// The rules (by `Rule::index`) some runtime removal above may concern, one bit each:
+    /// the others skip the removal checks without reading their ids and tags.
+    pub(crate) affected: Vec<u64>,
     /// `MATCHED_VAR`, `MATCHED_VAR_NAME`, `MATCHED_VARS` of the current rule.
     pub(crate) matched: eval::Matched,
     /// Lowest severity number seen in a matched rule (0 = EMERGENCY); 255 = none.
@@ -174,6 +177,7 @@ impl Transaction {
             removed_ids: Vec::new(),
             removed_tags: Vec::new(),
             removed_targets: Vec::new(),
+            affected: Vec::new(),
             matched: eval::Matched::default(),
             highest_severity: 255,
             allow: None,

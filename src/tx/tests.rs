@@ -387,3 +387,38 @@ SecRule ARGS "@streq worse" "id:12,phase:1,deny,status:403,tag:'t3'"
     assert_eq!(blocked_by(&rs, "GET", "/?a=n&b=evil", &[], b""), Some(10));
     assert_eq!(blocked_by(&rs, "GET", "/?a=n&b=bad", &[], b""), Some(11));
 }
+
+/// Rules passed from their quick records (see `compile::quick`) give the verdicts of a full
+/// evaluation: TX number checks and rules whose prepared group cannot satisfy their prefilter.
+#[test]
+fn quick_records_pass_only_rules_that_cannot_match() {
+    use crate::compile::quick::Quick;
+    let rs = rules(
+        r#"SecRuleEngine On
+SecAction "id:1,phase:1,pass,nolog,setvar:tx.level=2"
+SecRule TX:level "@lt 2" "id:2,phase:1,deny,status:403"
+SecRule TX:absent "@lt 1" "id:3,phase:1,deny,status:403"
+SecRule TX:level "@ge 2" "id:4,phase:1,pass,nolog,setvar:tx.seen=1"
+SecRule TX:seen "@eq 1" "id:5,phase:1,pass,nolog,ctl:ruleRemoveTargetById=21;ARGS:x"
+SecRule ARGS "@rx needle[0-9]" "id:20,phase:1,pass,nolog"
+SecRule ARGS "@rx other[0-9]" "id:21,phase:1,deny,status:403"
+SecRule ARGS "@rx third[0-9]" "id:22,phase:1,deny,status:403"
+"#,
+    );
+    let kinds: Vec<&str> = rs.quick.phases[0]
+        .iter()
+        .map(|q| match q {
+            Quick::Eval => "eval",
+            Quick::TxNum { .. } => "tx",
+            Quick::Group { req: Some(_), .. } => "group",
+            Quick::Group { req: None, .. } => "group-no-req",
+        })
+        .collect();
+    assert_eq!(kinds, ["eval", "tx", "tx", "tx", "tx", "group", "group", "group"]);
+    let nine = "a=1&b=2&c=3&d=4&e=5&f=6&g=7&h=8";
+    // Rule 4 matched (TX:level is 2): TX:seen set, so rule 5 removed ARGS:x from rule 21.
+    assert_eq!(blocked_by(&rs, "GET", &format!("/?{nine}&i=other7"), &[], b""), Some(21));
+    assert_eq!(blocked_by(&rs, "GET", &format!("/?{nine}&x=other7"), &[], b""), None);
+    assert_eq!(blocked_by(&rs, "GET", &format!("/?{nine}&x=third7"), &[], b""), Some(22));
+    assert_eq!(blocked_by(&rs, "GET", &format!("/?{nine}&i=needle7"), &[], b""), None);
+}

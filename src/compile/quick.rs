@@ -1,0 +1,159 @@
+//! Compact per-rule records that let a transaction pass a rule without reading it.
+//!
+//! A CRS request evaluates ~380 rules and most of them match nothing. A [`super::Rule`] is
+//! ~600 bytes over a dozen cache lines plus its heap lists (targets, tags, chain), and in
+//! Envoy the engine's data is cold at each request (Envoy's own work between two requests
+//! evicts it): reading a rule's scattered fields costs cache misses, not instructions. Each
+//! phase list therefore has a parallel array of [`Quick`] records (24 bytes each, read in
+//! order) from which `tx::eval::run_phase` decides the common "cannot match" cases.
+//!
+//! Runtime removals (`ctl:ruleRemove*`) are indexed the same way: [`Index`] maps rule ids
+//! and tags to the rules' dense numbers, so a transaction marks the rules a removal concerns
+//! once, and every other rule skips the removal checks without reading its tags.
+
+use std::collections::HashMap;
+
+use super::prefilter::Requirement;
+use super::{Entry, Rule};
+use crate::operators::{Num, Operator};
+use crate::vars::{KeySel, Var};
+
+/// A numeric comparison (`@lt`, `@le`, `@eq`, `@ge`, `@gt`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cmp {
+    Lt,
+    Le,
+    Eq,
+    Ge,
+    Gt,
+}
+
+impl Cmp {
+    pub fn holds(self, a: i64, b: i64) -> bool {
+        match self {
+            Cmp::Lt => a < b,
+            Cmp::Le => a <= b,
+            Cmp::Eq => a == b,
+            Cmp::Ge => a >= b,
+            Cmp::Gt => a > b,
+        }
+    }
+}
+
+/// What can be decided about a rule without reading it (see the module doc). Only "no
+/// match" is ever decided here; anything else evaluates the rule. Runtime removals
+/// (`ctl:ruleRemoveTarget*`) only take values away, so "no match" stays true under them.
+#[derive(Debug, Clone, Copy)]
+pub enum Quick {
+    /// Nothing: evaluate the rule.
+    Eval,
+    /// The rule is `TX:key "@lt|@le|@eq|@ge|@gt N"` alone: no chain, one target (not a
+    /// count, no exclusions), no transformation, not negated, a literal number (the CRS's
+    /// ~150 paranoia-level and score checks). It cannot match when `TX:key` is absent or its
+    /// number fails the test. `key`: (offset, length) in [`Index::keys`].
+    TxNum { key: (u32, u32), cmp: Cmp, n: i64 },
+    /// The rule's first link reads the prepared group of `slot` (`Rule::group_slot`). Once
+    /// that group is built in this phase (always without removals: every value the rule
+    /// could read is in it), the rule cannot match when the group has no
+    /// values, or when the union of its values' scans lacks `req` (the link's prefilter
+    /// requirement; None when it has none or is negated).
+    Group { slot: u32, req: Option<Requirement> },
+}
+
+impl Quick {
+    fn of(r: &Rule, keys: &mut String, known: &mut HashMap<String, (u32, u32)>) -> Quick {
+        if let Some(q) = tx_num(r, keys, known) {
+            return q;
+        }
+        match r.group_slot {
+            Some(slot) => Quick::Group { slot, req: r.prefilter.filter(|_| !r.negated) },
+            None => Quick::Eval,
+        }
+    }
+}
+
+fn tx_num(r: &Rule, keys: &mut String, known: &mut HashMap<String, (u32, u32)>) -> Option<Quick> {
+    let [target] = r.targets.as_slice() else { return None };
+    let KeySel::Key(key) = &target.sel else { return None };
+    if r.chain.is_some() || r.negated || !r.transforms.is_empty() || target.var != Var::Tx || target.count || !target.exclude.is_empty() {
+        return None;
+    }
+    let (cmp, n) = match &r.operator {
+        Operator::Lt(Num::Lit(n)) => (Cmp::Lt, *n),
+        Operator::Le(Num::Lit(n)) => (Cmp::Le, *n),
+        Operator::Eq(Num::Lit(n)) => (Cmp::Eq, *n),
+        Operator::Ge(Num::Lit(n)) => (Cmp::Ge, *n),
+        Operator::Gt(Num::Lit(n)) => (Cmp::Gt, *n),
+        _ => return None,
+    };
+    let key = match known.get(key.as_str()) {
+        Some(&k) => k,
+        None => {
+            let k = (u32::try_from(keys.len()).ok()?, u32::try_from(key.len()).ok()?);
+            keys.push_str(key);
+            known.insert(key.clone(), k);
+            k
+        }
+    };
+    Some(Quick::TxNum { key, cmp, n })
+}
+
+/// The quick records of the phase lists, and the rule numbering runtime removals use.
+#[derive(Debug, Default)]
+pub struct Index {
+    /// Per phase, one record per entry of the phase list (markers: `Eval`).
+    pub phases: [Vec<Quick>; 5],
+    /// The `TxNum` keys, concatenated (a few distinct ones, so they share cache lines).
+    pub keys: String,
+    /// (rule id, rule number), sorted by id.
+    by_id: Vec<(u64, u32)>,
+    /// Per tag id (`Ruleset::tag_id`), the numbers of the rules with that tag.
+    by_tag: Vec<Vec<u32>>,
+    /// How many rules (chain heads) are numbered.
+    pub rules: usize,
+}
+
+impl Index {
+    /// Numbers the chain heads in phase order (`Rule::index`) and builds the records.
+    pub(super) fn build(phases: &mut [Vec<Entry>; 5], tags: usize) -> Index {
+        let mut ix = Index { by_tag: vec![Vec::new(); tags], ..Index::default() };
+        let mut known = HashMap::new();
+        let mut n = 0u32;
+        for (list, quick) in phases.iter_mut().zip(ix.phases.iter_mut()) {
+            for e in list.iter_mut() {
+                let Entry::Rule(r) = e else {
+                    quick.push(Quick::Eval);
+                    continue;
+                };
+                r.index = n;
+                ix.by_id.push((r.id, n));
+                for &tag in &r.tag_ids {
+                    if let Some(list) = ix.by_tag.get_mut(tag as usize) {
+                        list.push(n);
+                    }
+                }
+                quick.push(Quick::of(r, &mut ix.keys, &mut known));
+                n += 1;
+            }
+        }
+        ix.by_id.sort_unstable();
+        ix.rules = n as usize;
+        ix
+    }
+
+    /// The numbers of the rules whose id is in `a..=b`.
+    pub fn ids(&self, a: u64, b: u64) -> impl Iterator<Item = u32> + '_ {
+        let start = self.by_id.partition_point(|&(id, _)| id < a);
+        self.by_id.get(start..).unwrap_or_default().iter().take_while(move |&&(id, _)| id <= b).map(|&(_, n)| n)
+    }
+
+    /// The numbers of the rules with tag `tag`.
+    pub fn tagged(&self, tag: u32) -> &[u32] {
+        self.by_tag.get(tag as usize).map_or(&[], Vec::as_slice)
+    }
+
+    /// The key of a `TxNum` record.
+    pub fn key(&self, (offset, len): (u32, u32)) -> &str {
+        self.keys.get(offset as usize..(offset + len) as usize).unwrap_or_default()
+    }
+}
