@@ -385,9 +385,17 @@ fn finish_count(out: &mut Vec<Value<'_>>, start: usize, target: &Target, name: &
     if target.count {
         let n = out.len() - start;
         out.truncate(start);
-        out.push(Value { name: VName::Count(name), value: Cow::Owned(n.to_string().into_bytes()), stable: false });
+        // Small counts (most: `&REQUEST_HEADERS:Content-Type`) from a table, not a new string.
+        let value = match DIGITS.get(n) {
+            Some(d) => Cow::Borrowed(d.as_bytes()),
+            None => Cow::Owned(n.to_string().into_bytes()),
+        };
+        out.push(Value { name: VName::Count(name), value, stable: false });
     }
 }
+
+/// The numbers 0 to 9 as text.
+const DIGITS: [&str; 10] = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9"];
 
 /// Macro expansion context: the transaction and the rule being run.
 pub(crate) struct Ctx<'a> {
@@ -572,25 +580,24 @@ fn group(t: &Transaction, link: &Rule, head: &Rule) -> Option<std::rc::Rc<Group>
     }
     let list = raw_list(t, sig, mask, link, head)?;
     let mut cache = t.cache.borrow_mut();
-    let mut changed = Vec::new();
-    for (i, item) in list.iter().enumerate() {
-        if item.v.raw.len() <= 4096 && untouched(&item.v.bytes, &link.chain_trigger) {
-            cache.stats.chains_untouched += 1;
-            continue;
-        }
-        if link.multi_match {
-            // As the per-value path: each step whose result differs from its input.
-            cache.variants(&item.v.raw, item.v.bytes, &link.transforms, &link.step_triggers, |val| {
-                changed.push((i, Prepared { val, scan: std::cell::OnceCell::new() }));
-            });
-        } else if let Val::R(rc) = cache.chain(Val::R(item.v.raw.clone()), link.chain_id, &link.transforms, &link.step_triggers, Some(item.v.bytes)).0 {
-            if !std::rc::Rc::ptr_eq(&rc, &item.v.raw) {
-                changed.push((i, Prepared { val: rc, scan: std::cell::OnceCell::new() }));
+    let g = cache.new_group(list.clone(), link.multi_match, |cache, changed| {
+        for (i, item) in list.iter().enumerate() {
+            if item.v.raw.len() <= 4096 && untouched(&item.v.bytes, &link.chain_trigger) {
+                cache.stats.chains_untouched += 1;
+                continue;
+            }
+            if link.multi_match {
+                // As the per-value path: each step whose result differs from its input.
+                cache.variants(&item.v.raw, item.v.bytes, &link.transforms, &link.step_triggers, |val| {
+                    changed.push((i, Prepared { val, scan: std::cell::OnceCell::new() }));
+                });
+            } else if let Val::R(rc) = cache.chain(Val::R(item.v.raw.clone()), link.chain_id, &link.transforms, &link.step_triggers, Some(item.v.bytes)).0 {
+                if !std::rc::Rc::ptr_eq(&rc, &item.v.raw) {
+                    changed.push((i, Prepared { val: rc, scan: std::cell::OnceCell::new() }));
+                }
             }
         }
-    }
-    let out = Group { raw: list.clone(), changed, multi: link.multi_match, union: std::cell::OnceCell::new() };
-    let g = std::rc::Rc::new(out);
+    });
     cache.stats.groups_built += 1;
     if let Some(m) = cache.group_stats.as_mut() {
         let s = m.entry(key).or_insert_with(|| super::profile::GroupStat { name: super::profile::group_name(link), ..Default::default() });
@@ -618,11 +625,12 @@ fn raw_list(t: &Transaction, sig: u32, mask: u32, link: &Rule, head: &Rule) -> O
     let l = if let ([target], [ts]) = (link.targets.as_slice(), link.target_sigs.as_slice()) {
         target_items(t, *ts, mask, target, head)?
     } else {
-        let mut out = Vec::with_capacity(32);
+        let mut out = t.cache.borrow_mut().new_list();
+        let list = std::rc::Rc::get_mut(&mut out)?;
         for (target, ts) in link.targets.iter().zip(&link.target_sigs) {
-            out.extend(target_items(t, *ts, mask, target, head)?.iter().cloned());
+            list.extend(target_items(t, *ts, mask, target, head)?.iter().cloned());
         }
-        std::rc::Rc::new(out)
+        out
     };
     t.cache.borrow_mut().lists.insert(sig, l.clone());
     Some(l)
@@ -637,25 +645,24 @@ fn target_items(t: &Transaction, ts: u32, mask: u32, target: &Target, head: &Rul
     let mut values: Vec<Value<'_>> = recycle(std::mem::take(&mut *t.values_scratch.borrow_mut()));
     collect(t, target, Some(head), &mut values);
     let mut cache = t.cache.borrow_mut();
-    let mut out = Vec::with_capacity(values.len());
-    for v in &values {
-        let (prefix, key) = match (&v.name, &v.value, v.stable) {
-            (VName::Plain(n), Cow::Borrowed(_), true) => (*n, None),
-            (VName::Keyed(n, k), Cow::Borrowed(_), true) => (*n, Some(cache.intern(k).raw.clone())),
-            _ => {
-                out.clear();
-                break;
-            }
-        };
-        let v = cache.intern(&v.value);
-        out.push(RawItem { prefix, key, v });
+    let mut l = cache.new_list();
+    let mut complete = false;
+    if let Some(out) = std::rc::Rc::get_mut(&mut l) {
+        for v in &values {
+            let (prefix, key) = match (&v.name, &v.value, v.stable) {
+                (VName::Plain(n), Cow::Borrowed(_), true) => (*n, None),
+                (VName::Keyed(n, k), Cow::Borrowed(_), true) => (*n, Some(cache.intern(k).raw.clone())),
+                _ => break,
+            };
+            let v = cache.intern(&v.value);
+            out.push(RawItem { prefix, key, v });
+        }
+        complete = out.len() == values.len();
     }
-    let complete = out.len() == values.len();
     *t.values_scratch.borrow_mut() = recycle(values);
     if !complete {
         return None;
     }
-    let l = std::rc::Rc::new(out);
     cache.targets.insert((ts, mask), l.clone());
     Some(l)
 }
@@ -802,7 +809,7 @@ fn recycle<'b>(mut v: Vec<Value<'_>>) -> Vec<Value<'b>> {
 }
 
 /// `TX:0` .. `TX:9`, the capture slots.
-const CAPTURE_KEYS: [&str; 10] = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9"];
+const CAPTURE_KEYS: [&str; 10] = DIGITS;
 
 /// Runs a rule (with its chain). Returns the decision if it matched.
 ///
@@ -849,18 +856,8 @@ fn eval_rule_inner(t: &mut Transaction, rule: &Rule, phase: u8) -> Option<Disrup
             if h.has_captures {
                 for (i, key) in CAPTURE_KEYS.iter().enumerate() {
                     match h.captures.get(i) {
-                        Some(v) => match t.tx.get_mut(*key) {
-                            Some(slot) => {
-                                slot.clear();
-                                slot.extend_from_slice(v);
-                            }
-                            None => {
-                                t.tx.insert(String::from(*key), v.clone());
-                            }
-                        },
-                        None => {
-                            t.tx.remove(*key);
-                        }
+                        Some(v) => tx_set(t, key, v),
+                        None => tx_remove(t, key),
                     }
                 }
             }
@@ -916,32 +913,42 @@ fn apply_setvar(t: &mut Transaction, rule: &Rule, sv: &crate::actions::SetVar) {
         }
     };
     match &sv.op {
-        SetOp::Delete => {
-            t.tx.remove(key.as_ref());
-        }
-        SetOp::Set(_) => match t.tx.get_mut(key.as_ref()) {
-            Some(slot) => {
-                slot.clear();
-                slot.extend_from_slice(&value);
-            }
-            None => {
-                t.tx.insert(key.into_owned(), value.clone());
-            }
-        },
+        SetOp::Delete => tx_remove(t, &key),
+        SetOp::Set(_) => tx_set(t, &key, &value),
         op @ (SetOp::Add(_) | SetOp::Sub(_)) => {
             let cur = t.tx.get(key.as_ref()).map(|c| crate::operators::to_int(c)).unwrap_or(0);
             let delta = crate::operators::to_int(&value);
             let n = if matches!(op, SetOp::Add(_)) { cur.saturating_add(delta) } else { cur.saturating_sub(delta) };
-            let slot = match t.tx.get_mut(key.as_ref()) {
-                Some(slot) => slot,
-                None => t.tx.entry(key.into_owned()).or_default(),
-            };
-            slot.clear();
-            let _ = std::io::Write::write_fmt(slot, format_args!("{n}"));
+            value.clear();
+            let _ = std::io::Write::write_fmt(&mut value, format_args!("{n}"));
+            tx_set(t, &key, &value);
         }
         SetOp::Init(_) | SetOp::Expire(_) => {}
     }
     t.setvar_buf = value;
+}
+
+/// Sets `TX:key` (a lowercase key), in its own allocation when it exists, else in a recycled
+/// key and value (see `Transaction::tx_free`): the CRS creates ~100 TX variables per request.
+fn tx_set(t: &mut Transaction, key: &str, value: &[u8]) {
+    if let Some(slot) = t.tx.get_mut(key) {
+        slot.clear();
+        slot.extend_from_slice(value);
+        return;
+    }
+    let (mut k, mut v) = t.tx_free.pop().unwrap_or_default();
+    k.clear();
+    k.push_str(key);
+    v.clear();
+    v.extend_from_slice(value);
+    t.tx.insert(k, v);
+}
+
+/// Deletes `TX:key`, keeping its allocations for the next new variable.
+fn tx_remove(t: &mut Transaction, key: &str) {
+    if let Some(kv) = t.tx.remove_entry(key) {
+        super::recycle_tx_entry(&mut t.tx_free, kv);
+    }
 }
 
 /// `initcol`, and `setvar` / `expirevar` on a persistent collection (see `persist`).

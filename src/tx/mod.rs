@@ -37,6 +37,20 @@ struct Spare {
     values: Vec<eval::Value<'static>>,
     /// Keeps the capacities of its hits' names, values and captures.
     hits: eval::HitPool,
+    /// Emptied TX keys and values (see `Transaction::tx_free`).
+    tx_free: Vec<(String, Vec<u8>)>,
+}
+
+/// Most emptied TX entries kept, and the largest key and value capacities kept.
+const TX_FREE_MAX: usize = 256;
+const TX_FREE_KEY_MAX: usize = 256;
+const TX_FREE_VALUE_MAX: usize = 4096;
+
+/// Keeps an emptied TX entry's allocations in `free` (bounded).
+pub(crate) fn recycle_tx_entry(free: &mut Vec<(String, Vec<u8>)>, (k, v): (String, Vec<u8>)) {
+    if free.len() < TX_FREE_MAX && k.capacity() <= TX_FREE_KEY_MAX && v.capacity() <= TX_FREE_VALUE_MAX {
+        free.push((k, v));
+    }
 }
 
 thread_local! {
@@ -54,6 +68,7 @@ fn spare(rules: usize) -> Spare {
             tx: TxMap::with_capacity_and_hasher(if rules >= 200 { 128 } else { 0 }, Default::default()),
             values: Vec::with_capacity(if rules >= 200 { 128 } else { 0 }),
             hits: eval::HitPool::default(),
+            tx_free: Vec::new(),
         })
 }
 
@@ -68,9 +83,12 @@ impl Drop for Transaction {
             tx: std::mem::take(&mut self.tx),
             values: std::mem::take(values),
             hits: std::mem::take(&mut self.hit_pool),
+            tx_free: std::mem::take(&mut self.tx_free),
         };
         spare.cache.clear();
-        spare.tx.clear();
+        for kv in spare.tx.drain() {
+            recycle_tx_entry(&mut spare.tx_free, kv);
+        }
         spare.values.clear();
         let _ = SPARE.try_with(|s| {
             if let Ok(mut slot) = s.try_borrow_mut() {
@@ -120,6 +138,9 @@ pub struct Transaction {
     pub(crate) req: Request,
     /// The TX collection (lowercased keys).
     pub(crate) tx: TxMap,
+    /// Emptied keys and values of TX variables of this and earlier transactions, reused for
+    /// new variables instead of two allocations each.
+    pub(crate) tx_free: Vec<(String, Vec<u8>)>,
     /// Per-transaction overrides set by `ctl:`.
     pub(crate) engine: EngineMode,
     pub(crate) request_body_access: bool,
@@ -172,6 +193,7 @@ impl Transaction {
             unique_id,
             req: Request::default(),
             tx: spare.tx,
+            tx_free: spare.tx_free,
             body_processor: None,
             force_request_body_variable: false,
             removed_ids: Vec::new(),
@@ -426,7 +448,7 @@ impl Transaction {
         let cache = self.cache.get_mut();
         cache.clear_prepared();
         cache.slots.resize(self.rs.group_slots, None);
-        cache.targets.clear();
+        cache.clear_targets();
         let rs = self.rs.clone();
         let decision = eval::run_phase(self, &rs, phase);
         if let Some(i) = decision {
