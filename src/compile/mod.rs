@@ -162,7 +162,6 @@ pub struct Ruleset {
     skip_targets: Vec<((usize, usize), usize)>,
     /// The automaton of all `@rx` required literals.
     pub prefilter: prefilter::Prefilter,
-    rules: usize,
     /// Some rule has `initcol` (the host then gives transactions a collection store).
     persistent: bool,
     /// What the rule text mentions at all (see [`Mentions`]): data no rule can read is not
@@ -233,7 +232,7 @@ impl Ruleset {
 
     /// Number of rules (chain heads) in all phases.
     pub fn rule_count(&self) -> usize {
-        self.rules
+        self.quick.rules
     }
 
     /// Builds every `@rx` automaton now (they are otherwise built on first
@@ -798,7 +797,6 @@ impl Compiler {
             }
         }
         let quick = quick::Index::build(&mut phases, tags.len());
-        let rules = quick.rules;
         let persistent = phases.iter().flatten().any(|e| {
             let mut link = match e {
                 Entry::Rule(r) => Some(r),
@@ -812,7 +810,7 @@ impl Compiler {
             }
             false
         });
-        Ok(Ruleset { settings: self.settings, phases, warnings: self.warnings, skip_targets, prefilter: pf.build(), rules, persistent, mentions: self.mentions, group_slots, tags, quick })
+        Ok(Ruleset { settings: self.settings, phases, warnings: self.warnings, skip_targets, prefilter: pf.build(), persistent, mentions: self.mentions, group_slots, tags, quick })
     }
 }
 

@@ -15,30 +15,8 @@ use std::collections::HashMap;
 
 use super::prefilter::Requirement;
 use super::{Entry, Rule};
-use crate::operators::{Num, Operator};
+use crate::operators::{Cmp, Num};
 use crate::vars::{KeySel, Var};
-
-/// A numeric comparison (`@lt`, `@le`, `@eq`, `@ge`, `@gt`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Cmp {
-    Lt,
-    Le,
-    Eq,
-    Ge,
-    Gt,
-}
-
-impl Cmp {
-    pub fn holds(self, a: i64, b: i64) -> bool {
-        match self {
-            Cmp::Lt => a < b,
-            Cmp::Le => a <= b,
-            Cmp::Eq => a == b,
-            Cmp::Ge => a >= b,
-            Cmp::Gt => a > b,
-        }
-    }
-}
 
 /// What can be decided about a rule without reading it (see the module doc). Only "no
 /// match" is ever decided here; anything else evaluates the rule. Runtime removals
@@ -78,14 +56,7 @@ fn tx_num(r: &Rule, keys: &mut String, known: &mut HashMap<String, (u32, u32)>) 
     if r.chain.is_some() || r.negated || !r.transforms.is_empty() || target.var != Var::Tx || target.count || !target.exclude.is_empty() {
         return None;
     }
-    let (cmp, n) = match &r.operator {
-        Operator::Lt(Num::Lit(n)) => (Cmp::Lt, *n),
-        Operator::Le(Num::Lit(n)) => (Cmp::Le, *n),
-        Operator::Eq(Num::Lit(n)) => (Cmp::Eq, *n),
-        Operator::Ge(Num::Lit(n)) => (Cmp::Ge, *n),
-        Operator::Gt(Num::Lit(n)) => (Cmp::Gt, *n),
-        _ => return None,
-    };
+    let Some((cmp, &Num::Lit(n))) = r.operator.numeric() else { return None };
     let key = match known.get(key.as_str()) {
         Some(&k) => k,
         None => {

@@ -206,11 +206,9 @@ impl Operator {
                 let hay = p.value(ctx);
                 value.is_empty() || find(&hay, value).is_some()
             }
-            Operator::Eq(p) => to_int(value) == p.value(ctx),
-            Operator::Ge(p) => to_int(value) >= p.value(ctx),
-            Operator::Gt(p) => to_int(value) > p.value(ctx),
-            Operator::Le(p) => to_int(value) <= p.value(ctx),
-            Operator::Lt(p) => to_int(value) < p.value(ctx),
+            Operator::Eq(_) | Operator::Ge(_) | Operator::Gt(_) | Operator::Le(_) | Operator::Lt(_) => {
+                self.numeric().is_some_and(|(cmp, p)| cmp.holds(to_int(value), p.value(ctx)))
+            }
             Operator::DetectSqli => match libinjection::detect_sqli(value) {
                 Some(fp) => {
                     if capture {
@@ -273,6 +271,43 @@ fn contains_word(value: &[u8], word: &[u8]) -> bool {
 
 /// ModSecurity's numeric reading of a value: optional spaces and sign, then
 /// leading digits; anything else reads as 0.
+/// A numeric comparison (`@lt`, `@le`, `@eq`, `@ge`, `@gt`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cmp {
+    Lt,
+    Le,
+    Eq,
+    Ge,
+    Gt,
+}
+
+impl Cmp {
+    /// `a` compared with `b` (the value's number with the operator's).
+    pub fn holds(self, a: i64, b: i64) -> bool {
+        match self {
+            Cmp::Lt => a < b,
+            Cmp::Le => a <= b,
+            Cmp::Eq => a == b,
+            Cmp::Ge => a >= b,
+            Cmp::Gt => a > b,
+        }
+    }
+}
+
+impl Operator {
+    /// The comparison and parameter of a numeric operator.
+    pub fn numeric(&self) -> Option<(Cmp, &Num)> {
+        match self {
+            Operator::Lt(n) => Some((Cmp::Lt, n)),
+            Operator::Le(n) => Some((Cmp::Le, n)),
+            Operator::Eq(n) => Some((Cmp::Eq, n)),
+            Operator::Ge(n) => Some((Cmp::Ge, n)),
+            Operator::Gt(n) => Some((Cmp::Gt, n)),
+            _ => None,
+        }
+    }
+}
+
 pub fn to_int(v: &[u8]) -> i64 {
     // Numeric operators run on every request for the CRS's paranoia-level and score checks:
     // ASCII values (almost all) are read in place; other values go through the `str` path

@@ -355,7 +355,12 @@ struct Pools {
 
 /// `v` in a pooled allocation when there is one.
 fn reuse<T>(pool: &mut Vec<Rc<T>>, v: T) -> Rc<T> {
-    match pool.pop() {
+    fill_in(pool.pop(), v)
+}
+
+/// `v` in the allocation of `pooled` (taken from a pool), else in a new one.
+fn fill_in<T>(pooled: Option<Rc<T>>, v: T) -> Rc<T> {
+    match pooled {
         Some(mut rc) => match Rc::get_mut(&mut rc) {
             Some(slot) => {
                 *slot = v;
@@ -508,14 +513,7 @@ impl Cache {
         let mut pooled = self.pools.groups.pop();
         let mut changed = pooled.as_mut().and_then(Rc::get_mut).map(|g| std::mem::take(&mut g.changed)).unwrap_or_default();
         fill(self, &mut changed);
-        let v = Group { raw, changed, multi, union: std::cell::OnceCell::new() };
-        if let Some(mut rc) = pooled {
-            if let Some(slot) = Rc::get_mut(&mut rc) {
-                *slot = v;
-                return rc;
-            }
-        }
-        Rc::new(v)
+        fill_in(pooled, Group { raw, changed, multi, union: std::cell::OnceCell::new() })
     }
 
     /// The one shared copy of `b` (see `contents`).
