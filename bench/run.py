@@ -19,6 +19,7 @@ for ratios or bars.
 Environment overrides (defaults: full / quick): DURATION (10 / 5 s), WARMUP (2 / 1 s),
 CONNS (64), RATE (250 req/s), RATE_DURATION (12 / 5 s), RATE_CONNS (16), READY_RUNS (3 / 1),
 REF_DURATION (4 / 3 s: the paired vanilla Envoy run after each max-throughput cell),
+WORKER_DURATION (5 / 3 s: the GET load of the per-worker memory runs, --concurrency 1 and 2),
 TIME_BUDGET (1140 / 170 s: its slack beyond the planned work goes to waiting for a quiet machine and
 re-measuring noisy cells), RETRIES (2 / 1 re-runs of a noisy cell), QUIET_MAX (10 % of a CPU),
 SUT_CPU (0), AUX_CPU (1), PORT_BASE (28080), ENVOY_BIN, WASM, CRS_DIR, PEERS_DIR (../shared/peers),
@@ -129,15 +130,20 @@ POST_PATH = "/api/v1/orders"
 MODES = {
     "full": dict(targets=[t[0] for t in ALL_TARGETS if t[0] != "wafer-protect-only"], shapes=[s[0] for s in ALL_SHAPES],
                  rate_shapes=[s[0] for s in ALL_SHAPES], duration=10, warmup=2, rate_duration=12,
-                 ready_runs=3, ref_duration=4, budget=1140, retries=2),
+                 ready_runs=3, ref_duration=4, budget=1140, retries=2, worker_duration=5),
     "quick": dict(targets=["envoy", "wafer-headers-only", "wafer-targeted", "wafer-crs-pl1"],
                   shapes=["get", "post1k"], rate_shapes=["get"], duration=5, warmup=1, rate_duration=5,
-                  ready_runs=1, ref_duration=3, budget=170, retries=1),
+                  ready_runs=1, ref_duration=3, budget=170, retries=1, worker_duration=3),
 }
+
+# Per-worker memory: these targets are started again at --concurrency 1 and 2 (own ports).
+WORKER_TARGETS = ["envoy", "wafer-crs-pl1"]
+WORKER_NAME = "{}-workers"
 
 # The issue's bars: (id, description, target, shape, kind, limit)
 #   kind ratio: req/s of target / vanilla Envoy >= limit; p99: added p99 (ms) <= limit;
-#   rss: RSS after load minus vanilla's (MiB) <= limit; ready: seconds <= limit; wasm: bytes <= limit
+#   rss: RSS after load minus vanilla's (MiB) <= limit; rss_worker: RSS at --concurrency 2 minus at 1
+#   (MiB); ready: seconds <= limit; wasm: bytes <= limit
 BARS = [
     ("crs-get", "full CRS PL1, GET req/s vs Envoy", "wafer-crs-pl1", "get", "ratio", 0.50),
     ("crs-1k", "full CRS PL1, 1 KB JSON req/s vs Envoy", "wafer-crs-pl1", "post1k", "ratio", 0.35),
@@ -151,6 +157,8 @@ BARS = [
     ("crs-rss", "Envoy RSS with wafer + full CRS PL1 minus vanilla, after the load (MiB)", "wafer-crs-pl1", None, "rss", 32),
     ("crs-rss-get", "the same, after the GET load only (MiB)", "wafer-crs-pl1", "get", "rss_get", 32),
     ("crs-rss-idle", "the same, idle after start (MiB)", "wafer-crs-pl1", None, "rss_idle", 32),
+    ("crs-rss-worker", "the same, growth per extra worker (--concurrency 2 minus 1, each after the same GET load) (MiB)",
+     "wafer-crs-pl1", "get", "rss_worker", 16),
     ("crs-ready", "Envoy ready with full CRS PL1 (s)", "wafer-crs-pl1", None, "ready", 1.0),
     ("wasm-size", "target/wafer.wasm size (bytes, 4 MB = 4,000,000)", None, None, "wasm", 4_000_000),
 ]
@@ -354,6 +362,9 @@ class Bench:
         self.ports = {}  # target -> (port, admin port)
         for i, t in enumerate(ALL_TARGETS):
             self.ports[t[0]] = (base + 2 + i, base + 1000 + 2 + i)
+        for i, t in enumerate(WORKER_TARGETS):
+            self.ports[WORKER_NAME.format(t)] = (base + 2 + len(ALL_TARGETS) + i, base + 1000 + 2 + len(ALL_TARGETS) + i)
+        self.worker_s = int(env("WORKER_DURATION", m["worker_duration"]))
         self.targets = [t for t in ALL_TARGETS if t[0] in env("TARGETS", ",".join(m["targets"])).split(",")]
         self.shapes = [s for s in ALL_SHAPES if s[0] in env("SHAPES", ",".join(m["shapes"])).split(",")]
         self.rate_shapes = [s for s in m["rate_shapes"] if s in [x[0] for x in self.shapes]]
@@ -532,11 +543,11 @@ class Bench:
         return self.render("envoy.yaml", os.path.join(self.run_dir, f"{name}-envoy.yaml"), PORT=port,
                            ADMIN_PORT=admin, UPSTREAM_PORT=self.upstream_port, WASM_FILTER=wasm_filter)
 
-    def start_envoy(self, name, conf):
+    def start_envoy(self, name, conf, concurrency=1):
         port, admin = self.ports[name]
         logf = os.path.join(self.run_dir, f"{name}.log")
         t0 = time.monotonic()
-        p = PROCS.start(name, ["taskset", "-c", self.sut, self.envoy_bin, "-c", conf, "--concurrency", "1",
+        p = PROCS.start(name, ["taskset", "-c", self.sut, self.envoy_bin, "-c", conf, "--concurrency", str(concurrency),
                                "--disable-hot-restart", "-l", "warning"], logf)
         deadline = t0 + 120
         while time.monotonic() < deadline:
@@ -852,6 +863,8 @@ class Bench:
             t += len(self.rate_shapes) * (self.rate_duration + 1.5)
             if self.has_ref and target[0] != "envoy":
                 t += len(self.shapes) * self.ref_cost()
+            if target[0] in WORKER_TARGETS:
+                t += 2 * (self.startup_est(target) + self.worker_s + 1.5)
         return t
 
     def ref_cost(self):
@@ -963,6 +976,37 @@ class Bench:
         PROCS.stop(p)
         return None
 
+    def worker_growth(self, t):
+        """Target t started again at --concurrency 1 and 2 (one at a time, on the same CPU, own
+        ports): RSS idle after start and after WORKER_DURATION s of the GET load, which Envoy spreads
+        over its workers; every worker must have served connections and every response been a 200."""
+        name, label, kind, cfg = t
+        wname = WORKER_NAME.format(name)
+        conf = self.envoy_conf(wname, cfg)
+        pseudo = (wname, f"{label} (workers)", kind, cfg)
+        get = [s for s in ALL_SHAPES if s[0] == "get"][0]
+        out = {}
+        for conc in (1, 2):
+            p, ready = self.start_envoy(wname, conf, conc)
+            try:
+                time.sleep(1.0)
+                idle = self.rss(wname, kind, p)
+                c = self.max_cell(pseudo, p, get, duration=self.worker_s, warmup=0, cell_kind="workers")
+                after = self.rss(wname, kind, p)
+                stats = envoy_stats(self.ports[wname][1])
+            finally:
+                PROCS.stop(p)
+            port = self.ports[wname][0]
+            cx = [stats.get(f"listener.127.0.0.1_{port}.worker_{i}.downstream_cx_total", 0) for i in range(conc)]
+            problems = list(c["problems"]) + [f"worker {i} served no connection" for i, n in enumerate(cx) if not n]
+            out[str(conc)] = {"ready_s": round(ready, 3), "rss_idle_kb": idle, "rss_after_kb": after,
+                              "requests": c.get("requests"), "worker_cx": cx, "valid": not problems,
+                              "problems": problems}
+            log(f"{label} --concurrency {conc}: ready {ready:.2f} s, RSS idle {idle['rss'] / 1024:.1f} MiB, after "
+                f"{c.get('requests')} GETs {after['rss'] / 1024:.1f} MiB, connections per worker {cx}"
+                + ("" if not problems else f" INVALID: {'; '.join(problems)[:300]}"))
+        self.tinfo[name]["workers"] = out
+
     def report_cell(self, label, shape_label, c):
         v = "ok" if c["valid"] else "INVALID: " + "; ".join(c["problems"])[:300]
         if c["kind"] == "rate":
@@ -1003,6 +1047,10 @@ class Bench:
             else:
                 self.bench_target(t, ref=ref)
             time.sleep(0.5)
+        if any(s[0] == "get" for s in self.shapes):
+            for t in self.targets:
+                if t[0] in WORKER_TARGETS and t[0] in self.tinfo:
+                    self.worker_growth(t)
         if ref:
             PROCS.stop(ref[1])
         PROCS.stop(self.upstream)
@@ -1050,6 +1098,12 @@ class Bench:
                 v = (self.tinfo.get("envoy") or {}).get("rss_idle_kb", {}).get("rss")
                 if r and v:
                     measured = (r - v) / 1024
+            elif kind == "rss_worker":
+                w = self.tinfo[target].get("workers") or {}
+                if w and all(x["valid"] for x in w.values()):
+                    measured = (w["2"]["rss_after_kb"]["rss"] - w["1"]["rss_after_kb"]["rss"]) / 1024
+                elif w:
+                    note = "INVALID worker run"
             elif kind == "ready":
                 rs = self.tinfo[target]["ready_s"]
                 measured = statistics.median(rs) if rs else None
@@ -1241,6 +1295,25 @@ def markdown(d, png):
                  f"{fmt(ra.get('rss') and ra['rss'] / 1024, 1)} | "
                  f"{fmt(ra.get('hwm') and ra['hwm'] / 1024, 1)} | {extra} | {ready} |")
     L.append("")
+    wl = [t for t in targets if tinfo[t].get("workers")]
+    if wl:
+        L.append("Per extra worker: each target started again at `--concurrency 1` and `2` (same CPU), RSS "
+                 "idle and after the same GET load, which Envoy spreads over its workers:")
+        L.append("")
+        L.append("| target | workers | RSS idle (MiB) | after GET load | GETs | connections per worker | valid |")
+        L.append("|---|---:|---:|---:|---:|---|---|")
+        for t in wl:
+            w = tinfo[t]["workers"]
+            for conc in sorted(w):
+                x = w[conc]
+                L.append(f"| {labels[t]} | {conc} | {fmt(x['rss_idle_kb']['rss'] / 1024, 1)} | "
+                         f"{fmt(x['rss_after_kb']['rss'] / 1024, 1)} | {fmt(x['requests'])} | "
+                         f"{', '.join(str(n) for n in x['worker_cx'])} | "
+                         f"{'yes' if x['valid'] else 'INVALID: ' + '; '.join(x['problems'])[:200]} |")
+            if len(w) == 2:
+                L.append(f"| {labels[t]}: per extra worker | | {(w['2']['rss_idle_kb']['rss'] - w['1']['rss_idle_kb']['rss']) / 1024:+.1f} | "
+                         f"{(w['2']['rss_after_kb']['rss'] - w['1']['rss_after_kb']['rss']) / 1024:+.1f} | | | |")
+        L.append("")
 
     L.append("## The issue's bars")
     L.append("")
@@ -1258,7 +1331,7 @@ def markdown(d, png):
             ms = f"{m:.1f}" if k.startswith("rss") else f"{m:.3f}"
         lim = {"ratio": f">= {100 * b['limit']:.0f}%", "p99": f"<= {b['limit']} ms", "rss": f"<= {b['limit']} MiB",
                "ready": f"<= {b['limit']} s", "wasm": f"<= {b['limit']:,}", "rss_get": f"<= {b['limit']} MiB",
-               "rss_idle": f"<= {b['limit']} MiB"}[k]
+               "rss_idle": f"<= {b['limit']} MiB", "rss_worker": f"<= {b['limit']} MiB"}[k]
         L.append(f"| {b['desc']} | {ms} | {lim} | **{b['result']}** |")
     L.append("")
 
