@@ -433,6 +433,12 @@ impl Cache {
         }
     }
 
+    /// Memoized entries held (transformations, scans, interned values, libinjection verdicts).
+    #[cfg(test)]
+    pub(crate) fn memo_entries(&self) -> usize {
+        self.raw.len() + self.tf.len() + self.chains.len() + self.finals.len() + self.scans.len() + self.contents.len() + self.sqli.len() + self.xss.len()
+    }
+
     /// Whether no table grew past [`SPARE_MAX_ENTRIES`]: worth keeping for the next
     /// transaction once cleared.
     pub(crate) fn keepable(&self) -> bool {

@@ -422,3 +422,32 @@ SecRule ARGS "@rx third[0-9]" "id:22,phase:1,deny,status:403"
     assert_eq!(blocked_by(&rs, "GET", &format!("/?{nine}&x=third7"), &[], b""), Some(22));
     assert_eq!(blocked_by(&rs, "GET", &format!("/?{nine}&i=needle7"), &[], b""), None);
 }
+
+#[test]
+fn request_memo_tables_are_handed_on_after_phase_2() {
+    // Phase 2 memoizes the ARGS' transformations and scans; the response phases read the
+    // same request values (recomputed after the hand-over) and must still decide on them.
+    let rs = rules(
+        r#"SecRuleEngine On
+SecRequestBodyAccess On
+SecRule ARGS "@rx benign[0-9]" "id:1,phase:2,t:lowercase,t:urlDecodeUni,pass,nolog"
+SecRule ARGS "@detectSQLi" "id:2,phase:2,t:urlDecodeUni,pass,nolog"
+SecRule ARGS "@rx attack[0-9]" "id:3,phase:3,t:lowercase,t:urlDecodeUni,deny,status:403"
+"#,
+    );
+    let mut held = Vec::new();
+    for value in ["ATTACK7", "quiet"] {
+        let body = (0..200).map(|i| format!("f{i}=v{i}+{value}")).collect::<Vec<_>>().join("&");
+        let mut tx = Transaction::new(rs.clone(), "test-1".into());
+        tx.process_uri("/form", "POST", "HTTP/1.1");
+        tx.add_request_header(b"Content-Type", b"application/x-www-form-urlencoded");
+        assert!(tx.process_request_headers().is_none());
+        assert!(matches!(tx.append_request_body(body.as_bytes()), BodyAppend::Continue));
+        assert!(tx.process_request_body().is_none());
+        // Waiting for the upstream, the transaction holds no request-phase memo entries.
+        assert_eq!(tx.cache.get_mut().memo_entries(), 0, "{value}");
+        held.push(tx);
+    }
+    let verdicts: Vec<Option<u16>> = held.iter_mut().map(|tx| tx.process_response_headers(200, "HTTP/1.1").map(|i| i.status)).collect();
+    assert_eq!(verdicts, [Some(403), None]);
+}
