@@ -352,7 +352,6 @@ mod tests {
         assert!(!r.reqbody_error);
     }
 
-    #[test]
     /// Found by the pathological-input check (tests/src/bin/pathological.rs): 25,000 tiny
     /// cookies took the full CRS 4 s; cookies are now bounded like arguments.
     #[test]
