@@ -28,9 +28,9 @@ use request::Request;
 pub(crate) type TxMap = HashMap<String, Vec<u8>, std::hash::BuildHasherDefault<Fx>>;
 
 /// Allocations a finished transaction of a large rule set leaves to the next one, emptied:
-/// the CRS sets ~100 TX variables per request, fills sixteen memo tables and collects lists of
-/// up to ~100 values, and fresh tables and lists would grow to that each time. One per thread
-/// (a wasm VM has one).
+/// the CRS sets ~100 TX variables per request and collects lists of up to ~100 values, and
+/// fresh tables and lists would grow to that each time (the memo tables have spares of their
+/// own, `SPARE_CACHES`). One per thread (a wasm VM has one).
 struct Spare {
     tx: TxMap,
     values: Vec<eval::Value<'static>>,
