@@ -360,10 +360,9 @@ class Bench:
         base = int(env("PORT_BASE", 28080))
         self.upstream_port = base + 1
         self.ports = {}  # target -> (port, admin port)
-        for i, t in enumerate(ALL_TARGETS):
-            self.ports[t[0]] = (base + 2 + i, base + 1000 + 2 + i)
-        for i, t in enumerate(WORKER_TARGETS):
-            self.ports[WORKER_NAME.format(t)] = (base + 2 + len(ALL_TARGETS) + i, base + 1000 + 2 + len(ALL_TARGETS) + i)
+        names = [t[0] for t in ALL_TARGETS] + [WORKER_NAME.format(t) for t in WORKER_TARGETS]
+        for i, name in enumerate(names):
+            self.ports[name] = (base + 2 + i, base + 1000 + 2 + i)
         self.worker_s = int(env("WORKER_DURATION", m["worker_duration"]))
         self.targets = [t for t in ALL_TARGETS if t[0] in env("TARGETS", ",".join(m["targets"])).split(",")]
         self.shapes = [s for s in ALL_SHAPES if s[0] in env("SHAPES", ",".join(m["shapes"])).split(",")]

@@ -269,8 +269,6 @@ fn contains_word(value: &[u8], word: &[u8]) -> bool {
     false
 }
 
-/// ModSecurity's numeric reading of a value: optional spaces and sign, then
-/// leading digits; anything else reads as 0.
 /// A numeric comparison (`@lt`, `@le`, `@eq`, `@ge`, `@gt`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Cmp {
@@ -308,6 +306,8 @@ impl Operator {
     }
 }
 
+/// ModSecurity's numeric reading of a value: optional spaces and sign, then
+/// leading digits; anything else reads as 0.
 pub fn to_int(v: &[u8]) -> i64 {
     // Numeric operators run on every request for the CRS's paranoia-level and score checks:
     // ASCII values (almost all) are read in place; other values go through the `str` path

@@ -63,13 +63,13 @@ thread_local! {
 const REQUEST_SIDE: usize = 0;
 const RESPONSE_SIDE: usize = 1;
 
-/// The spare cache of one side, or new tables (sized for the rule set on the request side).
+/// The spare cache of one side, or new tables sized for `rules` rules.
 fn spare_cache(side: usize, rules: usize) -> cache::Cache {
     SPARE_CACHES
         .try_with(|s| s.try_borrow_mut().ok().and_then(|mut s| s.get_mut(side).and_then(Option::take)))
         .ok()
         .flatten()
-        .unwrap_or_else(|| cache::Cache::sized(if side == REQUEST_SIDE { rules } else { 0 }))
+        .unwrap_or_else(|| cache::Cache::sized(rules))
 }
 
 /// Keeps `c`, emptied, as the spare of its side (unless one is kept or `c` grew too large).
@@ -103,8 +103,7 @@ fn spare(rules: usize) -> Spare {
 
 impl Drop for Transaction {
     fn drop(&mut self) {
-        let side = if self.response_cache { RESPONSE_SIDE } else { REQUEST_SIDE };
-        keep_cache(side, std::mem::take(self.cache.get_mut()));
+        keep_cache(self.cache_side, std::mem::take(self.cache.get_mut()));
         let values = self.values_scratch.get_mut();
         if self.tx.capacity() > 1024 || values.capacity() > 4096 || !self.hit_pool.small() {
             return;
@@ -195,8 +194,9 @@ pub struct Transaction {
     response_body_full: bool,
     /// Memoized transformations, prefilter scans and libinjection verdicts.
     cache: std::cell::RefCell<cache::Cache>,
-    /// Whether `cache` is the response phases' (the request phases' was handed on after phase 2).
-    response_cache: bool,
+    /// Whose tables `cache` is: `REQUEST_SIDE`, or `RESPONSE_SIDE` once the request phases'
+    /// were handed on after phase 2.
+    cache_side: usize,
     /// The allocation of the value list of rules that do not share one (see `eval::recycle`).
     values_scratch: std::cell::RefCell<Vec<eval::Value<'static>>>,
     /// Reused match buffers.
@@ -240,7 +240,7 @@ impl Transaction {
             request_body_full: false,
             response_body_full: false,
             cache: std::cell::RefCell::new(spare_cache(REQUEST_SIDE, rs.rule_count())),
-            response_cache: false,
+            cache_side: REQUEST_SIDE,
             hit_pool: spare.hits,
             setvar_buf: Vec::new(),
             values_scratch: std::cell::RefCell::new(spare.values),
@@ -375,10 +375,10 @@ impl Transaction {
     /// phases memoize in the spare tables of earlier responses. Memo entries are only ever
     /// recomputed, never wrong: a response-phase rule on request values computes them again.
     fn end_request_phases(&mut self) {
-        if self.response_cache {
+        if self.cache_side != REQUEST_SIDE {
             return;
         }
-        self.response_cache = true;
+        self.cache_side = RESPONSE_SIDE;
         let mut next = spare_cache(RESPONSE_SIDE, 0);
         let cur = self.cache.get_mut();
         next.stats = cur.stats;
