@@ -20,7 +20,7 @@ fn usage() -> ExitCode {
                                     (--response: also phases 3-5 for a 200 text/html with that body)
   wafer time CONFIG.json N METHOD URI [Header: value]... [--body FILE] [--response FILE] [--evict]
                                     mean time per request (--evict: other code run between requests, as in a busy proxy)
-  wafer profile CONFIG.json N METHOD URI [Header: value]... [--body FILE] [--response FILE]  per-rule time, memoization, rewrite candidates
+  wafer profile CONFIG.json N METHOD URI [Header: value]... [--body FILE] [--response FILE] [--top K]  per-rule time, memoization, rewrite candidates
   wafer crs-test --native [--tests DIR] [--filter REGEX] [-v]
   wafer crs-requests [--tests DIR]      JSON lines {{id, raw (base64)}} of every CRS test stage
   wafer ids CONFIG.json < REQUESTS.jsonl  JSON lines {{id, status, ids}} (raw requests run natively)"
@@ -129,13 +129,19 @@ fn profile(args: &[String]) -> Result<(), String> {
     let n: u32 = args[1].parse().map_err(|_| "N must be a number")?;
     let mut rest = vec![args[0].clone()];
     rest.extend_from_slice(&args[2..]);
+    // `--top K`: rows per table (default 25).
+    let mut top = 25;
+    if let Some(i) = rest.iter().position(|a| a == "--top") {
+        top = rest.get(i + 1).and_then(|k| k.parse().ok()).ok_or("--top needs a number")?;
+        rest.drain(i..i + 2);
+    }
     run_eval(&rest, false, None)?; // compile, build the regexes this request needs
     let mut total = Profile::default();
     for _ in 0..n {
         run_eval(&rest, false, Some(&mut total))?;
     }
     match total.ruleset.clone() {
-        Some(rs) => print!("{}", total.profile.report(&rs, 25)),
+        Some(rs) => print!("{}", total.profile.report(&rs, top)),
         None => println!("no rule set applies to this request"),
     }
     Ok(())

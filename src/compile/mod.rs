@@ -142,6 +142,21 @@ pub struct Rule {
     pub index: u32,
 }
 
+/// What phase 1's request-independent prefix leaves in TX, computed once per rule set.
+#[derive(Debug, Default)]
+pub(crate) struct Init {
+    /// The prefix's rules before this entry are applied by `tx`; those after it (a rule that
+    /// would deny or log stops the prefix) run as usual.
+    pub upto: usize,
+    pub tx: TxVars,
+    /// (entry, TX before it) for each rule of the prefix that may interrupt (deny, allow): when
+    /// it does, the `Pre` rules after it must not have run.
+    pub before: Vec<(usize, TxVars)>,
+}
+
+/// TX variables (name, value).
+pub(crate) type TxVars = Vec<(String, Vec<u8>)>;
+
 /// An entry of a phase list.
 #[derive(Debug)]
 pub enum Entry {
@@ -169,6 +184,9 @@ pub struct Ruleset {
     pub mentions: Mentions,
     /// How many `Rule::group_slot`s there are.
     pub group_slots: usize,
+    /// Phase 1's request-independent prefix (see [`quick::Quick::Pre`]), computed by the
+    /// first transaction that runs phase 1.
+    pub(crate) init: std::sync::OnceLock<Init>,
     /// Every rule tag, numbered (see `Rule::tag_ids`).
     tags: std::collections::HashMap<String, u32>,
     /// Per phase list, what can be decided about each rule without reading it; the rules'
@@ -810,7 +828,7 @@ impl Compiler {
             }
             false
         });
-        Ok(Ruleset { settings: self.settings, phases, warnings: self.warnings, skip_targets, prefilter: pf.build(), persistent, mentions: self.mentions, group_slots, tags, quick })
+        Ok(Ruleset { settings: self.settings, phases, warnings: self.warnings, skip_targets, prefilter: pf.build(), persistent, mentions: self.mentions, group_slots, init: std::sync::OnceLock::new(), tags, quick })
     }
 }
 

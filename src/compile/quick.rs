@@ -15,6 +15,8 @@ use std::collections::HashMap;
 
 use super::prefilter::Requirement;
 use super::{Entry, Rule};
+use crate::actions::{Ctl, Disruptive, SetOp};
+use crate::seclang::MacroPart;
 use crate::operators::{Cmp, Num};
 use crate::vars::{KeySel, Var};
 
@@ -36,6 +38,11 @@ pub enum Quick {
     /// values, or when the union of its values' scans lacks `req` (the link's prefilter
     /// requirement; None when it has none or is negated).
     Group { slot: u32, req: Option<Requirement> },
+    /// A rule of phase 1's request-independent prefix (see [`Index::pre_end`]): it reads
+    /// and writes only TX, so its effect is the same for every request. The first
+    /// transaction computes the prefix's TX once per rule set (`tx::eval::pre_apply`); every
+    /// transaction then starts phase 1 from that TX and passes these rules.
+    Pre,
 }
 
 impl Quick {
@@ -82,6 +89,10 @@ pub struct Index {
     by_tag: Vec<Vec<u32>>,
     /// How many rules (chain heads) are numbered.
     pub rules: usize,
+    /// Phase 1's request-independent prefix ends before this entry: from the start of the
+    /// list, rules that read and write only TX ([`Quick::Pre`]) and rules that neither read
+    /// nor write TX nor skip (which stay interleaved: they run as usual).
+    pub pre_end: usize,
 }
 
 impl Index {
@@ -90,12 +101,18 @@ impl Index {
         let mut ix = Index { by_tag: vec![Vec::new(); tags], ..Index::default() };
         let mut known = HashMap::new();
         let mut n = 0u32;
-        for (list, quick) in phases.iter_mut().zip(ix.phases.iter_mut()) {
+        let mut prefix = true;
+        for (p, (list, quick)) in phases.iter_mut().zip(ix.phases.iter_mut()).enumerate() {
             for e in list.iter_mut() {
                 let Entry::Rule(r) = e else {
                     quick.push(Quick::Eval);
                     continue;
                 };
+                let pre = p == 0 && prefix && pure(r);
+                if p == 0 && prefix && !pre && !inert(r) {
+                    prefix = false;
+                    ix.pre_end = quick.len();
+                }
                 r.index = n;
                 ix.by_id.push((r.id, n));
                 for &tag in &r.tag_ids {
@@ -103,9 +120,12 @@ impl Index {
                         list.push(n);
                     }
                 }
-                quick.push(Quick::of(r, &mut ix.keys, &mut known));
+                quick.push(if pre { Quick::Pre } else { Quick::of(r, &mut ix.keys, &mut known) });
                 n += 1;
             }
+        }
+        if prefix {
+            ix.pre_end = ix.phases[0].len();
         }
         ix.by_id.sort_unstable();
         ix.rules = n as usize;
@@ -127,4 +147,68 @@ impl Index {
     pub fn key(&self, (offset, len): (u32, u32)) -> &str {
         self.keys.get(offset as usize..(offset + len) as usize).unwrap_or_default()
     }
+}
+
+/// Whether `parts` name only TX (or nothing).
+fn tx_only(parts: &[MacroPart]) -> bool {
+    parts.iter().all(|p| match p {
+        MacroPart::Lit(_) => true,
+        MacroPart::Var { name, .. } => name.eq_ignore_ascii_case("tx"),
+    })
+}
+
+/// Whether `parts` name no TX.
+fn no_tx(parts: &[MacroPart]) -> bool {
+    parts.iter().all(|p| !matches!(p, MacroPart::Var { name, .. } if name.eq_ignore_ascii_case("tx")))
+}
+
+/// Each link of a rule.
+fn links(r: &Rule) -> impl Iterator<Item = &Rule> {
+    std::iter::successors(Some(r), |l| l.chain.as_deref())
+}
+
+/// A rule whose outcome depends on TX alone and whose only effect is on TX (its matches may
+/// still deny or log: `tx::eval::pre_apply` ends the prefix before such a rule when it
+/// matches). No flow change (`skip`, `skipAfter`), no `ctl`.
+fn pure(r: &Rule) -> bool {
+    r.skip == 0
+        && r.skip_after.is_none()
+        && links(r).all(|l| {
+            l.targets.iter().all(|t| t.var == Var::Tx)
+                && tx_only(l.operator.macros())
+                && l.ctls.is_empty()
+                && l.setvars.iter().all(|sv| {
+                    sv.collection == "tx"
+                        && tx_only(&sv.key)
+                        && match &sv.op {
+                            SetOp::Set(v) | SetOp::Add(v) | SetOp::Sub(v) => tx_only(v),
+                            SetOp::Delete => true,
+                            SetOp::Init(_) | SetOp::Expire(_) => false,
+                        }
+                })
+        })
+}
+
+/// A rule that neither reads nor writes TX nor skips: request-dependent, but whatever it
+/// does leaves the TX rules around it unaffected. Its `ctl`s may only change body
+/// processing (not the engine, not removals). It may deny (or allow): the rules after it
+/// then do not run, and `tx::eval::run_phase` puts TX back as it was before it.
+fn inert(r: &Rule) -> bool {
+    let flow = match &r.disruptive {
+        Disruptive::Redirect(parts) => no_tx(parts),
+        _ => true,
+    };
+    flow && r.skip == 0
+        && r.skip_after.is_none()
+        && r.msg.as_deref().is_none_or(no_tx)
+        && r.logdata.as_deref().is_none_or(no_tx)
+        && links(r).all(|l| {
+            l.targets.iter().all(|t| t.var != Var::Tx)
+                && no_tx(l.operator.macros())
+                && l.setvars.is_empty()
+                && !l.capture
+                && l.ctls.iter().all(|c| {
+                    matches!(c, Ctl::RequestBodyAccess(_) | Ctl::RequestBodyProcessor(_) | Ctl::ForceRequestBodyVariable(_) | Ctl::Ignored(_))
+                })
+        })
 }

@@ -103,6 +103,25 @@ pub enum Operator {
 }
 
 impl Operator {
+    /// The macro parts of the parameter (`@lt %{tx.x}`); empty when it has none.
+    pub fn macros(&self) -> &[MacroPart] {
+        match self {
+            Operator::Contains(Param::Macro(p))
+            | Operator::ContainsWord(Param::Macro(p))
+            | Operator::Streq(Param::Macro(p))
+            | Operator::StrMatch(Param::Macro(p))
+            | Operator::BeginsWith(Param::Macro(p))
+            | Operator::EndsWith(Param::Macro(p))
+            | Operator::Within(Param::Macro(p))
+            | Operator::Eq(Num::Macro(p))
+            | Operator::Ge(Num::Macro(p))
+            | Operator::Gt(Num::Macro(p))
+            | Operator::Le(Num::Macro(p))
+            | Operator::Lt(Num::Macro(p)) => p,
+            _ => &[],
+        }
+    }
+
     /// Compiles `@name param`. `data_file` resolves `@pmFromFile` names.
     pub fn compile(name: &str, param: &str, data_file: &dyn Fn(&str) -> Option<String>) -> Result<Operator, String> {
         let p = || Param::new(param);

@@ -122,11 +122,18 @@ impl Rx {
         let Some(re) = self.regex() else { return false };
         // Most values do not match: the plain search decides that without the capture
         // slots `captures` allocates on every call.
+        if !capture {
+            return re.is_match(value);
+        }
+        if re.captures_len() == 1 {
+            // No group of its own: TX:0 is the match, which the plain search gives.
+            let Some(m) = re.find(value) else { return false };
+            caps.0.clear();
+            caps.0.push(m.as_bytes().to_vec());
+            return true;
+        }
         if !re.is_match(value) {
             return false;
-        }
-        if !capture {
-            return true;
         }
         match re.captures(value) {
             Some(c) => {
@@ -161,6 +168,19 @@ mod tests {
         let mut c = Captures::default();
         assert!(r.eval(b"xacx", true, &mut c));
         assert_eq!(c.0, vec![b"ac".to_vec(), b"a".to_vec(), Vec::new()]);
+    }
+
+    #[test]
+    fn capture_without_groups_is_the_leftmost_first_match() {
+        // No group of its own: TX:0 comes from the plain search, as from the capture engine.
+        let mut c = Captures(vec![b"stale".to_vec(), b"old".to_vec()]);
+        assert!(Rx::new("b+").unwrap().eval(b"abbbcb", true, &mut c));
+        assert_eq!(c.0, vec![b"bbb".to_vec()]);
+        assert!(Rx::new("a|ab").unwrap().eval(b"xab", true, &mut c));
+        assert_eq!(c.0, vec![b"a".to_vec()]);
+        assert!(Rx::new("^.*$").unwrap().eval(b"accept-language", true, &mut c));
+        assert_eq!(c.0, vec![b"accept-language".to_vec()]);
+        assert!(!Rx::new("z").unwrap().eval(b"abc", true, &mut c));
     }
 
     #[test]

@@ -852,8 +852,11 @@ fn eval_rule_inner(t: &mut Transaction, rule: &Rule, phase: u8) -> Option<Disrup
             t.hit_pool = pool;
             return None;
         }
-        for h in pool.hits.iter().take(pool.n) {
-            if h.has_captures {
+        let last = pool.n.saturating_sub(1);
+        for (k, h) in pool.hits.iter().take(pool.n).enumerate() {
+            // Only this link's setvars could read a hit's captures before the next hit
+            // replaces them: without setvars, the last hit's captures are the ones kept.
+            if h.has_captures && (k == last || !l.setvars.is_empty()) {
                 for (i, key) in CAPTURE_KEYS.iter().enumerate() {
                     match h.captures.get(i) {
                         Some(v) => tx_set(t, key, v),
@@ -1036,7 +1039,7 @@ fn rule_removed(t: &Transaction, rule: &Rule) -> bool {
 /// Whether a rule's quick record shows that it cannot match now (see `compile::quick`).
 fn cannot_match(t: &Transaction, rs: &Ruleset, q: &Quick) -> bool {
     match *q {
-        Quick::Eval => false,
+        Quick::Eval | Quick::Pre => false,
         Quick::TxNum { key, cmp, n } => t.tx.get(rs.quick.key(key)).is_none_or(|v| !cmp.holds(to_int(v), n)),
         Quick::Group { slot, req } => {
             // Built in this phase by an earlier rule (slots are cleared with every phase and ctl).
@@ -1080,6 +1083,67 @@ fn mark_tag(t: &mut Transaction, tag: u32) {
     mark(t, rs.quick.tagged(tag).iter().copied());
 }
 
+/// Starts phase 1 from the TX its request-independent prefix leaves (see
+/// [`Quick::Pre`]): computed by the first transaction of the rule set, then copied. Only from
+/// an empty TX (nothing wrote TX before phase 1), else the prefix runs as usual.
+pub(crate) fn pre_apply(t: &mut Transaction, rs: &std::sync::Arc<Ruleset>) {
+    if rs.quick.pre_end == 0 || !t.tx.is_empty() {
+        return;
+    }
+    let init = rs.init.get_or_init(|| prefix_tx(rs));
+    for (k, v) in &init.tx {
+        tx_set(t, k, v);
+    }
+    t.pre_upto = init.upto;
+}
+
+/// Runs phase 1's `Quick::Pre` rules on an empty request, in order, up to the first that
+/// would do more than change TX (deny, log, severity) if it matched: that one matches for
+/// every request, so it and the rest run as usual. The others' outcome is the same for every
+/// request (they read only TX, which only they have written so far).
+fn prefix_tx(rs: &std::sync::Arc<Ruleset>) -> crate::compile::Init {
+    let mut t = Transaction::new(rs.clone(), String::new());
+    let list = rs.phases.first().map_or(&[][..], Vec::as_slice);
+    let quick = rs.quick.phases.first().map_or(&[][..], Vec::as_slice);
+    let mut upto = 0;
+    let mut before = Vec::new();
+    let copy = |tx: &super::TxMap| tx.iter().map(|(k, v)| (k.clone(), v.clone())).collect::<Vec<_>>();
+    while upto < rs.quick.pre_end {
+        if let (Some(Entry::Rule(r)), Some(q)) = (list.get(upto), quick.get(upto)) {
+            if !matches!(q, Quick::Pre) {
+                if !matches!(r.disruptive, Disruptive::Pass) {
+                    before.push((upto, copy(&t.tx)));
+                }
+                upto += 1;
+                continue;
+            }
+            let risky = !matches!(r.disruptive, Disruptive::Pass) || r.log || r.severity.is_some();
+            let before = risky.then(|| t.tx.clone());
+            if eval_rule_inner(&mut t, r, 1).is_some() && risky {
+                if let Some(b) = before {
+                    t.tx = b;
+                }
+                break;
+            }
+        }
+        upto += 1;
+    }
+    crate::compile::Init { upto, tx: copy(&t.tx), before }
+}
+
+/// Phase 1 stopped at entry `i` of its request-independent prefix: TX as the `Pre` rules
+/// before `i` alone would have left it (see [`pre_apply`]).
+fn pre_undo(t: &mut Transaction, rs: &Ruleset, i: usize) {
+    let Some((_, tx)) = rs.init.get().and_then(|init| init.before.iter().find(|(at, _)| *at == i)) else { return };
+    let keys: Vec<String> = t.tx.keys().cloned().collect();
+    for k in keys {
+        tx_remove(t, &k);
+    }
+    for (k, v) in tx {
+        tx_set(t, k, v);
+    }
+}
+
 /// Runs the rules of one phase. Returns the interruption decided, if any
 /// (the caller applies it only when the engine is On).
 pub(crate) fn run_phase(t: &mut Transaction, rs: &Ruleset, phase: u8) -> Option<Interruption> {
@@ -1089,6 +1153,12 @@ pub(crate) fn run_phase(t: &mut Transaction, rs: &Ruleset, phase: u8) -> Option<
     let mut skip = 0u32;
     let quick = rs.quick.phases.get(pidx).map_or(&[][..], Vec::as_slice);
     while let Some(entry) = list.get(i) {
+        // Applied with the TX phase 1 started from (also when profiling: a second run would
+        // add to the counters again).
+        if i < t.pre_upto && matches!(quick.get(i), Some(Quick::Pre)) {
+            i += 1;
+            continue;
+        }
         // From the rule's quick record first: most rules are passed without reading them.
         // (Not when profiling: the profile times each rule's whole evaluation.)
         if skip == 0 && t.profile.is_none() && quick.get(i).is_some_and(|q| cannot_match(t, rs, q)) {
@@ -1131,9 +1201,15 @@ pub(crate) fn run_phase(t: &mut Transaction, rs: &Ruleset, phase: u8) -> Option<
                 if phase == 5 {
                     return None;
                 }
+                if i < t.pre_upto {
+                    pre_undo(t, rs, i);
+                }
                 return Some(Interruption { status, rule_id: Some(rule.id), phase, action });
             }
             Disruptive::Allow(scope) => {
+                if i < t.pre_upto {
+                    pre_undo(t, rs, i);
+                }
                 t.set_allow(scope);
                 return None;
             }

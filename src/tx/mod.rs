@@ -211,6 +211,9 @@ pub struct Transaction {
     pub(crate) store: Option<Arc<dyn persist::CollectionStore>>,
     /// Collections loaded by `initcol` in this transaction.
     pub(crate) collections: Vec<persist::Loaded>,
+    /// While phase 1 runs: its entries before this one that are `Quick::Pre` were applied
+    /// from `Ruleset::init` (see `eval::pre_apply`).
+    pub(crate) pre_upto: usize,
 }
 
 impl Transaction {
@@ -248,6 +251,7 @@ impl Transaction {
             profile: None,
             store: None,
             collections: Vec::new(),
+            pre_upto: 0,
         }
     }
 
@@ -503,7 +507,11 @@ impl Transaction {
         cache.slots.resize(self.rs.group_slots, None);
         cache.clear_targets();
         let rs = self.rs.clone();
+        if phase == 1 {
+            eval::pre_apply(self, &rs);
+        }
         let decision = eval::run_phase(self, &rs, phase);
+        self.pre_upto = 0;
         if let Some(i) = decision {
             if self.engine == EngineMode::On && phase != 5 {
                 self.interruption = Some(i.clone());

@@ -395,6 +395,7 @@ fn quick_records_pass_only_rules_that_cannot_match() {
     use crate::compile::quick::Quick;
     let rs = rules(
         r#"SecRuleEngine On
+SecRule REQUEST_METHOD "@streq PUT" "id:9,phase:1,pass,nolog,setvar:tx.put=1"
 SecAction "id:1,phase:1,pass,nolog,setvar:tx.level=2"
 SecRule TX:level "@lt 2" "id:2,phase:1,deny,status:403"
 SecRule TX:absent "@lt 1" "id:3,phase:1,deny,status:403"
@@ -409,12 +410,14 @@ SecRule ARGS "@rx third[0-9]" "id:22,phase:1,deny,status:403"
         .iter()
         .map(|q| match q {
             Quick::Eval => "eval",
+            Quick::Pre => "pre",
             Quick::TxNum { .. } => "tx",
             Quick::Group { req: Some(_), .. } => "group",
             Quick::Group { req: None, .. } => "group-no-req",
         })
         .collect();
-    assert_eq!(kinds, ["eval", "tx", "tx", "tx", "tx", "group", "group", "group"]);
+    // (Rule 9 reads the request and writes TX: no request-independent prefix here.)
+    assert_eq!(kinds, ["group-no-req", "eval", "tx", "tx", "tx", "tx", "group", "group", "group"]);
     let nine = "a=1&b=2&c=3&d=4&e=5&f=6&g=7&h=8";
     // Rule 4 matched (TX:level is 2): TX:seen set, so rule 5 removed ARGS:x from rule 21.
     assert_eq!(blocked_by(&rs, "GET", &format!("/?{nine}&i=other7"), &[], b""), Some(21));
@@ -450,4 +453,95 @@ SecRule ARGS "@rx attack[0-9]" "id:3,phase:3,t:lowercase,t:urlDecodeUni,deny,sta
     }
     let verdicts: Vec<Option<u16>> = held.iter_mut().map(|tx| tx.process_response_headers(200, "HTTP/1.1").map(|i| i.status)).collect();
     assert_eq!(verdicts, [Some(403), None]);
+}
+
+#[test]
+fn each_hit_of_a_capturing_link_has_its_own_captures() {
+    // The head's setvars see each matched value's captures in turn; without setvars only the
+    // last value's captures reach the next link (TX:1 of the last argument here).
+    let rs = rules(concat!(
+        "SecRuleEngine On\n",
+        "SecRule ARGS \"@rx ^v(\\d)$\" \"id:1,phase:2,pass,nolog,capture,setvar:'tx.seen=%{tx.seen}%{TX.1}'\"\n",
+        "SecRule ARGS \"@rx ^v(\\d)$\" \"id:2,phase:2,pass,nolog,capture,chain\"\n",
+        "  SecRule TX:1 \"@streq 3\" \"setvar:tx.last_is_three=1\"\n",
+        "SecRule TX:last_is_three \"@eq 1\" \"id:3,phase:2,deny,status:403\"\n",
+        "SecRule TX:seen \"@streq 132\" \"id:4,phase:2,deny,status:403\"\n",
+    ));
+    assert_eq!(blocked_by(&rs, "GET", "/?a=v1&b=v2&c=v3", &[], b""), Some(3));
+    assert_eq!(blocked_by(&rs, "GET", "/?a=v1&b=v3&c=v2", &[], b""), Some(4));
+}
+
+/// Runs phase 1 (and 2 when phase 1 passes) of a GET with `headers`; returns the transaction.
+fn tx_after(rs: &Arc<Ruleset>, headers: &[(&str, &str)]) -> (Option<Interruption>, Transaction) {
+    let mut tx = Transaction::new(rs.clone(), "test-pre".into());
+    tx.process_connection("127.0.0.1", 40000, "127.0.0.1", 8080);
+    tx.process_uri("/", "GET", "HTTP/1.1");
+    for (k, v) in headers {
+        tx.add_request_header(k.as_bytes(), v.as_bytes());
+    }
+    let i = tx.process_request_headers().or_else(|| tx.process_request_body());
+    (i, tx)
+}
+
+#[test]
+fn request_independent_start_of_phase_1_is_applied_once_per_rule_set() {
+    use crate::compile::quick::Quick;
+    let rs = rules(
+        r#"SecRuleEngine On
+SecRule REQUEST_HEADERS:Content-Type "@rx ^application/json" "id:5,phase:1,pass,nolog,t:lowercase,ctl:requestBodyProcessor=JSON"
+SecAction "id:10,phase:1,pass,nolog,setvar:tx.before=1"
+SecRule REQUEST_HEADERS:X-Block "@streq yes" "id:11,phase:1,deny,status:403,log,msg:'blocked'"
+SecRule &TX:threshold "@eq 0" "id:12,phase:1,pass,nolog,setvar:tx.threshold=5"
+SecAction "id:13,phase:1,pass,nolog,setvar:tx.runs=+1,setvar:'tx.copy=%{tx.threshold}'"
+SecRule TX:threshold "@lt 5" "id:14,phase:1,deny,status:500,log,msg:'never'"
+SecRule REQUEST_HEADERS:A "@streq x" "id:15,phase:1,pass,nolog,setvar:tx.a=1"
+SecRule &TX:a "@eq 1" "id:16,phase:1,pass,nolog,setvar:tx.b=1"
+SecRule TX:runs "!@eq 1" "id:17,phase:1,deny,status:403"
+SecRule TX:copy "!@streq 5" "id:18,phase:1,deny,status:403"
+"#,
+    );
+    let kinds: Vec<bool> = rs.quick.phases[0].iter().map(|q| matches!(q, Quick::Pre)).collect();
+    // 10, 12, 13 and 14 read and write only TX; 5 and 11 touch no TX; 15 reads the request
+    // and writes TX: the prefix ends there, and 16-18 run as usual.
+    assert_eq!(kinds, [false, true, false, true, true, true, false, false, false, false]);
+    for _ in 0..3 {
+        // Same TX for every request (the `+1` is not added again), rules after the prefix
+        // see it, and those that depend on the request still do.
+        let (i, tx) = tx_after(&rs, &[("A", "x")]);
+        assert!(i.is_none(), "{i:?}");
+        assert_eq!(tx.tx_var("runs"), Some(&b"1"[..]));
+        assert_eq!(tx.tx_var("copy"), Some(&b"5"[..]));
+        assert_eq!(tx.tx_var("b"), Some(&b"1"[..]));
+        let (_, tx) = tx_after(&rs, &[]);
+        assert_eq!(tx.tx_var("b"), None);
+        assert_eq!(tx.tx_var("before"), Some(&b"1"[..]));
+    }
+    // Rule 11 denies: the prefix's rules after it never ran, those before it did.
+    let (i, tx) = tx_after(&rs, &[("X-Block", "yes")]);
+    assert_eq!(i.map(|i| i.rule_id), Some(Some(11)));
+    assert_eq!(tx.tx_var("before"), Some(&b"1"[..]));
+    assert_eq!(tx.tx_var("threshold"), None);
+    assert_eq!(tx.tx_var("runs"), None);
+    // Engine off: no rule runs, TX stays empty.
+    let off = rules("SecRuleEngine Off\nSecAction \"id:1,phase:1,pass,nolog,setvar:tx.x=1\"\n");
+    assert_eq!(tx_after(&off, &[]).1.tx_var("x"), None);
+}
+
+#[test]
+fn a_request_independent_rule_that_always_denies_still_denies() {
+    // Rule 2 matches for every request: the prefix stops before it, so it denies (and logs)
+    // each request, and rule 3 after it never runs.
+    let rs = rules(
+        r#"SecRuleEngine On
+SecAction "id:1,phase:1,pass,nolog,setvar:tx.a=1"
+SecRule &TX:setup "@eq 0" "id:2,phase:1,deny,status:500,log,msg:'no setup'"
+SecAction "id:3,phase:1,pass,nolog,setvar:tx.b=1"
+"#,
+    );
+    for _ in 0..2 {
+        let (i, tx) = tx_after(&rs, &[]);
+        assert_eq!(i.map(|i| (i.rule_id, i.status)), Some((Some(2), 500)));
+        assert_eq!(tx.tx_var("a"), Some(&b"1"[..]));
+        assert_eq!(tx.tx_var("b"), None);
+    }
 }
