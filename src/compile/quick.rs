@@ -32,6 +32,10 @@ pub enum Quick {
     /// ~150 paranoia-level and score checks). It cannot match when `TX:key` is absent or its
     /// number fails the test. `key`: (offset, length) in [`Index::keys`].
     TxNum { key: (u32, u32), cmp: Cmp, n: i64 },
+    /// A `TxNum` rule whose only effect when it matches is its skip (`skipAfter` or `skip`;
+    /// `pass`, `nolog`, no severity, setvar, ctl or capture): the CRS's ~60 paranoia-level
+    /// checks per phase. Decided here both ways: no match, or the skip.
+    TxSkip { key: (u32, u32), cmp: Cmp, n: i64 },
     /// The rule's first link reads the prepared group of `slot` (`Rule::group_slot`). Once
     /// that group is built in this phase (always without removals: every value the rule
     /// could read is in it), the rule cannot match when the group has no
@@ -48,7 +52,10 @@ pub enum Quick {
 impl Quick {
     fn of(r: &Rule, keys: &mut String, known: &mut HashMap<String, (u32, u32)>) -> Quick {
         if let Some(q) = tx_num(r, keys, known) {
-            return q;
+            return match q {
+                Quick::TxNum { key, cmp, n } if skip_only(r) => Quick::TxSkip { key, cmp, n },
+                q => q,
+            };
         }
         match r.group_slot {
             Some(slot) => Quick::Group { slot, req: r.prefilter.filter(|_| !r.negated) },
@@ -147,6 +154,18 @@ impl Index {
     pub fn key(&self, (offset, len): (u32, u32)) -> &str {
         self.keys.get(offset as usize..(offset + len) as usize).unwrap_or_default()
     }
+}
+
+/// A rule (without chain) whose match does nothing but skip.
+fn skip_only(r: &Rule) -> bool {
+    matches!(r.disruptive, Disruptive::Pass)
+        && !r.log
+        && r.severity.is_none()
+        && r.setvars.is_empty()
+        && r.ctls.is_empty()
+        && !r.capture
+        && r.chain.is_none()
+        && (r.skip_after.is_some() || r.skip > 0)
 }
 
 /// Whether `parts` name only TX (or nothing).

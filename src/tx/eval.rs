@@ -1040,7 +1040,7 @@ fn rule_removed(t: &Transaction, rule: &Rule) -> bool {
 fn cannot_match(t: &Transaction, rs: &Ruleset, q: &Quick) -> bool {
     match *q {
         Quick::Eval | Quick::Pre => false,
-        Quick::TxNum { key, cmp, n } => t.tx.get(rs.quick.key(key)).is_none_or(|v| !cmp.holds(to_int(v), n)),
+        Quick::TxNum { key, cmp, n } | Quick::TxSkip { key, cmp, n } => !tx_holds(t, rs, key, cmp, n),
         Quick::Group { slot, req } => {
             // Built in this phase by an earlier rule (slots are cleared with every phase and ctl).
             let cache = t.cache.borrow();
@@ -1049,6 +1049,11 @@ fn cannot_match(t: &Transaction, rs: &Ruleset, q: &Quick) -> bool {
             g.len() == 0 || req.is_some_and(|r| g.union.get().is_some_and(|u| !u.has(r)))
         }
     }
+}
+
+/// Whether `TX:key` exists and its number passes `cmp n`.
+fn tx_holds(t: &Transaction, rs: &Ruleset, key: (u32, u32), cmp: crate::operators::Cmp, n: i64) -> bool {
+    t.tx.get(rs.quick.key(key)).is_some_and(|v| cmp.holds(to_int(v), n))
 }
 
 /// Whether some runtime removal may concern the rule numbered `n` (see `Transaction::affected`).
@@ -1164,6 +1169,18 @@ pub(crate) fn run_phase(t: &mut Transaction, rs: &Ruleset, phase: u8) -> Option<
         if skip == 0 && t.profile.is_none() && quick.get(i).is_some_and(|q| cannot_match(t, rs, q)) {
             i += 1;
             continue;
+        }
+        // A paranoia-level check that holds: its skip, without evaluating it (unless removed).
+        if let (0, None, Some(Quick::TxSkip { .. }), Entry::Rule(rule)) = (skip, &t.profile, quick.get(i), entry) {
+            if !rule_removed(t, rule) {
+                if rule.skip_after.is_some() {
+                    i = rs.skip_target(pidx, i).unwrap_or(list.len());
+                } else {
+                    skip = rule.skip;
+                    i += 1;
+                }
+                continue;
+            }
         }
         let Entry::Rule(rule) = entry else {
             i += 1;

@@ -412,6 +412,7 @@ SecRule ARGS "@rx third[0-9]" "id:22,phase:1,deny,status:403"
             Quick::Eval => "eval",
             Quick::Pre => "pre",
             Quick::TxNum { .. } => "tx",
+            Quick::TxSkip { .. } => "tx-skip",
             Quick::Group { req: Some(_), .. } => "group",
             Quick::Group { req: None, .. } => "group-no-req",
         })
@@ -544,4 +545,31 @@ SecAction "id:3,phase:1,pass,nolog,setvar:tx.b=1"
         assert_eq!(tx.tx_var("a"), Some(&b"1"[..]));
         assert_eq!(tx.tx_var("b"), None);
     }
+}
+
+#[test]
+fn paranoia_level_checks_skip_from_their_quick_records() {
+    use crate::compile::quick::Quick;
+    let rs = rules(
+        r#"SecRuleEngine On
+SecRule REQUEST_HEADERS:R "@streq yes" "id:1,phase:1,pass,nolog,ctl:ruleRemoveById=3"
+SecAction "id:2,phase:1,pass,nolog,setvar:tx.level=1"
+SecRule TX:level "@lt 2" "id:3,phase:1,pass,nolog,skipAfter:END-A"
+SecRule REQUEST_URI "@contains /" "id:4,phase:1,deny,status:403"
+SecMarker END-A
+SecRule TX:level "@lt 1" "id:5,phase:1,pass,nolog,skip:1"
+SecRule REQUEST_URI "@contains /" "id:6,phase:1,pass,nolog,setvar:tx.six=1"
+SecRule TX:level "@eq 1" "id:7,phase:1,pass,nolog,skip:1"
+SecRule REQUEST_URI "@contains /" "id:8,phase:1,deny,status:403"
+SecRule TX:six "@eq 1" "id:9,phase:1,deny,status:401"
+"#,
+    );
+    let kinds: Vec<bool> = rs.quick.phases[0].iter().map(|q| matches!(q, Quick::TxSkip { .. })).collect();
+    assert_eq!(kinds, [false, false, true, false, false, true, false, true, false, false]);
+    // 3 holds: 4 skipped; 5 fails: 6 runs; 7 holds: 8 skipped; 9 sees 6's setvar.
+    let (i, _) = tx_after(&rs, &[]);
+    assert_eq!(i.map(|i| i.rule_id), Some(Some(9)));
+    // Rule 3 removed at runtime: no skip, 4 denies.
+    let (i, _) = tx_after(&rs, &[("R", "yes")]);
+    assert_eq!(i.map(|i| i.rule_id), Some(Some(4)));
 }
