@@ -31,11 +31,11 @@ pub enum Quick {
     /// count, no exclusions), no transformation, not negated, a literal number (the CRS's
     /// ~150 paranoia-level and score checks). It cannot match when `TX:key` is absent or its
     /// number fails the test. `key`: (offset, length) in [`Index::keys`].
-    TxNum { key: (u32, u32), cmp: Cmp, n: i64 },
+    TxNum { key: (u32, u32), id: u8, cmp: Cmp, n: i64 },
     /// A `TxNum` rule whose only effect when it matches is its skip (`skipAfter` or `skip`;
     /// `pass`, `nolog`, no severity, setvar, ctl or capture): the CRS's ~60 paranoia-level
     /// checks per phase. Decided here both ways: no match, or the skip.
-    TxSkip { key: (u32, u32), cmp: Cmp, n: i64 },
+    TxSkip { key: (u32, u32), id: u8, cmp: Cmp, n: i64 },
     /// The rule's first link reads the prepared group of `slot` (`Rule::group_slot`). Once
     /// that group is built in this phase (always without removals: every value the rule
     /// could read is in it), the rule cannot match when the group has no
@@ -50,10 +50,10 @@ pub enum Quick {
 }
 
 impl Quick {
-    fn of(r: &Rule, keys: &mut String, known: &mut HashMap<String, (u32, u32)>) -> Quick {
+    fn of(r: &Rule, keys: &mut String, known: &mut HashMap<String, ((u32, u32), u8)>) -> Quick {
         if let Some(q) = tx_num(r, keys, known) {
             return match q {
-                Quick::TxNum { key, cmp, n } if skip_only(r) => Quick::TxSkip { key, cmp, n },
+                Quick::TxNum { key, id, cmp, n } if skip_only(r) => Quick::TxSkip { key, id, cmp, n },
                 q => q,
             };
         }
@@ -64,23 +64,25 @@ impl Quick {
     }
 }
 
-fn tx_num(r: &Rule, keys: &mut String, known: &mut HashMap<String, (u32, u32)>) -> Option<Quick> {
+fn tx_num(r: &Rule, keys: &mut String, known: &mut HashMap<String, ((u32, u32), u8)>) -> Option<Quick> {
     let [target] = r.targets.as_slice() else { return None };
     let KeySel::Key(key) = &target.sel else { return None };
     if r.chain.is_some() || r.negated || !r.transforms.is_empty() || target.var != Var::Tx || target.count || !target.exclude.is_empty() {
         return None;
     }
     let Some((cmp, &Num::Lit(n))) = r.operator.numeric() else { return None };
-    let key = match known.get(key.as_str()) {
+    let (key, id) = match known.get(key.as_str()) {
         Some(&k) => k,
         None => {
-            let k = (u32::try_from(keys.len()).ok()?, u32::try_from(key.len()).ok()?);
+            // `id`: the key's slot in the transaction's cache of TX numbers (`TX_NUMS` of them).
+            let id = u8::try_from(known.len()).unwrap_or(u8::MAX);
+            let k = ((u32::try_from(keys.len()).ok()?, u32::try_from(key.len()).ok()?), id);
             keys.push_str(key);
             known.insert(key.clone(), k);
             k
         }
     };
-    Some(Quick::TxNum { key, cmp, n })
+    Some(Quick::TxNum { key, id, cmp, n })
 }
 
 /// The quick records of the phase lists, and the rule numbering runtime removals use.

@@ -934,6 +934,7 @@ fn apply_setvar(t: &mut Transaction, rule: &Rule, sv: &crate::actions::SetVar) {
 /// Sets `TX:key` (a lowercase key), in its own allocation when it exists, else in a recycled
 /// key and value (see `Transaction::tx_free`): the CRS creates ~100 TX variables per request.
 fn tx_set(t: &mut Transaction, key: &str, value: &[u8]) {
+    t.tx_gen = t.tx_gen.wrapping_add(1);
     if let Some(slot) = t.tx.get_mut(key) {
         slot.clear();
         slot.extend_from_slice(value);
@@ -949,6 +950,7 @@ fn tx_set(t: &mut Transaction, key: &str, value: &[u8]) {
 
 /// Deletes `TX:key`, keeping its allocations for the next new variable.
 fn tx_remove(t: &mut Transaction, key: &str) {
+    t.tx_gen = t.tx_gen.wrapping_add(1);
     if let Some(kv) = t.tx.remove_entry(key) {
         super::recycle_tx_entry(&mut t.tx_free, kv);
     }
@@ -1040,7 +1042,7 @@ fn rule_removed(t: &Transaction, rule: &Rule) -> bool {
 fn cannot_match(t: &Transaction, rs: &Ruleset, q: &Quick) -> bool {
     match *q {
         Quick::Eval | Quick::Pre => false,
-        Quick::TxNum { key, cmp, n } | Quick::TxSkip { key, cmp, n } => !tx_holds(t, rs, key, cmp, n),
+        Quick::TxNum { key, id, cmp, n } | Quick::TxSkip { key, id, cmp, n } => !tx_num(t, rs, key, id).is_some_and(|v| cmp.holds(v, n)),
         Quick::Group { slot, req } => {
             // Built in this phase by an earlier rule (slots are cleared with every phase and ctl).
             let cache = t.cache.borrow();
@@ -1051,9 +1053,20 @@ fn cannot_match(t: &Transaction, rs: &Ruleset, q: &Quick) -> bool {
     }
 }
 
-/// Whether `TX:key` exists and its number passes `cmp n`.
-fn tx_holds(t: &Transaction, rs: &Ruleset, key: (u32, u32), cmp: crate::operators::Cmp, n: i64) -> bool {
-    t.tx.get(rs.quick.key(key)).is_some_and(|v| cmp.holds(to_int(v), n))
+/// The number in `TX:key` (None: absent), from the transaction's cache while TX is unchanged
+/// (the CRS checks its paranoia levels ~150 times per request).
+fn tx_num(t: &Transaction, rs: &Ruleset, key: (u32, u32), id: u8) -> Option<i64> {
+    let cell = t.tx_nums.get(usize::from(id));
+    if let Some((gen, v)) = cell.map(std::cell::Cell::get) {
+        if gen == t.tx_gen {
+            return v;
+        }
+    }
+    let v = t.tx.get(rs.quick.key(key)).map(|v| to_int(v));
+    if let Some(c) = cell {
+        c.set((t.tx_gen, v));
+    }
+    v
 }
 
 /// Whether some runtime removal may concern the rule numbered `n` (see `Transaction::affected`).
@@ -1127,6 +1140,7 @@ fn prefix_tx(rs: &std::sync::Arc<Ruleset>) -> crate::compile::Init {
             if eval_rule_inner(&mut t, r, 1).is_some() && risky {
                 if let Some(b) = before {
                     t.tx = b;
+                    t.tx_gen = t.tx_gen.wrapping_add(1);
                 }
                 break;
             }

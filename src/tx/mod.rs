@@ -214,7 +214,14 @@ pub struct Transaction {
     /// While phase 1 runs: its entries before this one that are `Quick::Pre` were applied
     /// from `Ruleset::init` (see `eval::pre_apply`).
     pub(crate) pre_upto: usize,
+    /// Bumped by every change to `tx` (`eval::tx_set`, `eval::tx_remove`: the only ones).
+    pub(crate) tx_gen: u32,
+    /// Per `Quick::TxNum` key id: (`tx_gen` when read, the number), see `eval::tx_num`.
+    pub(crate) tx_nums: [std::cell::Cell<(u32, Option<i64>)>; TX_NUMS],
 }
+
+/// How many TX keys of quick records have a cache slot (the CRS has a handful).
+const TX_NUMS: usize = 16;
 
 impl Transaction {
     pub fn new(rs: Arc<Ruleset>, unique_id: String) -> Transaction {
@@ -252,6 +259,8 @@ impl Transaction {
             store: None,
             collections: Vec::new(),
             pre_upto: 0,
+            tx_gen: 1,
+            tx_nums: Default::default(),
         }
     }
 

@@ -573,3 +573,22 @@ SecRule TX:six "@eq 1" "id:9,phase:1,deny,status:401"
     let (i, _) = tx_after(&rs, &[("R", "yes")]);
     assert_eq!(i.map(|i| i.rule_id), Some(Some(4)));
 }
+
+#[test]
+fn quick_tx_checks_see_every_change_to_tx() {
+    // Rule 5's quick check reads TX:level (1); rule 2 then changes it for a GET: rule 3's
+    // quick check must read the new value (no skip, so rule 4 denies).
+    let rs = rules(
+        r#"SecRuleEngine On
+SecRule REQUEST_HEADERS:X "@streq y" "id:10,phase:1,pass,nolog,setvar:tx.x=1"
+SecAction "id:1,phase:1,pass,nolog,setvar:tx.level=1"
+SecRule TX:level "@gt 5" "id:5,phase:1,deny,status:401"
+SecRule REQUEST_METHOD "@streq GET" "id:2,phase:1,pass,nolog,setvar:tx.level=3"
+SecRule TX:level "@lt 2" "id:3,phase:1,pass,nolog,skipAfter:END"
+SecRule REQUEST_URI "@contains /" "id:4,phase:1,deny,status:403"
+SecMarker END
+"#,
+    );
+    assert_eq!(blocked_by(&rs, "GET", "/", &[], b""), Some(4));
+    assert_eq!(blocked_by(&rs, "POST", "/", &[], b""), None);
+}
