@@ -956,6 +956,14 @@ fn tx_remove(t: &mut Transaction, key: &str) {
     }
 }
 
+/// Deletes every TX variable, keeping their allocations.
+fn tx_clear(t: &mut Transaction) {
+    t.tx_gen = t.tx_gen.wrapping_add(1);
+    for kv in t.tx.drain() {
+        super::recycle_tx_entry(&mut t.tx_free, kv);
+    }
+}
+
 /// `initcol`, and `setvar` / `expirevar` on a persistent collection (see `persist`).
 fn apply_persistent(t: &mut Transaction, rule: &Rule, sv: &crate::actions::SetVar) {
     use super::persist::{self, Change, Loaded};
@@ -1124,40 +1132,37 @@ fn prefix_tx(rs: &std::sync::Arc<Ruleset>) -> crate::compile::Init {
     let list = rs.phases.first().map_or(&[][..], Vec::as_slice);
     let quick = rs.quick.phases.first().map_or(&[][..], Vec::as_slice);
     let mut upto = 0;
-    let mut before = Vec::new();
+    // (entry, TX before it) for the rules that may interrupt; TX before the rule that ended
+    // the prefix by matching.
+    let mut interrupts = Vec::new();
+    let mut ended = None;
     let copy = |tx: &super::TxMap| tx.iter().map(|(k, v)| (k.clone(), v.clone())).collect::<Vec<_>>();
     while upto < rs.quick.pre_end {
         if let (Some(Entry::Rule(r)), Some(q)) = (list.get(upto), quick.get(upto)) {
             if !matches!(q, Quick::Pre) {
                 if !matches!(r.disruptive, Disruptive::Pass) {
-                    before.push((upto, copy(&t.tx)));
+                    interrupts.push((upto, copy(&t.tx)));
                 }
                 upto += 1;
                 continue;
             }
             let risky = !matches!(r.disruptive, Disruptive::Pass) || r.log || r.severity.is_some();
-            let before = risky.then(|| t.tx.clone());
+            let saved = risky.then(|| copy(&t.tx));
             if eval_rule_inner(&mut t, r, 1).is_some() && risky {
-                if let Some(b) = before {
-                    t.tx = b;
-                    t.tx_gen = t.tx_gen.wrapping_add(1);
-                }
+                ended = saved;
                 break;
             }
         }
         upto += 1;
     }
-    crate::compile::Init { upto, tx: copy(&t.tx), before }
+    crate::compile::Init { upto, tx: ended.unwrap_or_else(|| copy(&t.tx)), before: interrupts }
 }
 
 /// Phase 1 stopped at entry `i` of its request-independent prefix: TX as the `Pre` rules
 /// before `i` alone would have left it (see [`pre_apply`]).
 fn pre_undo(t: &mut Transaction, rs: &Ruleset, i: usize) {
     let Some((_, tx)) = rs.init.get().and_then(|init| init.before.iter().find(|(at, _)| *at == i)) else { return };
-    let keys: Vec<String> = t.tx.keys().cloned().collect();
-    for k in keys {
-        tx_remove(t, &k);
-    }
+    tx_clear(t);
     for (k, v) in tx {
         tx_set(t, k, v);
     }

@@ -214,7 +214,7 @@ pub struct Transaction {
     /// While phase 1 runs: its entries before this one that are `Quick::Pre` were applied
     /// from `Ruleset::init` (see `eval::pre_apply`).
     pub(crate) pre_upto: usize,
-    /// Bumped by every change to `tx` (`eval::tx_set`, `eval::tx_remove`: the only ones).
+    /// Bumped by every change to `tx` (`eval::tx_set`, `tx_remove`, `tx_clear`: the only ones).
     pub(crate) tx_gen: u32,
     /// Per `Quick::TxNum` key id: (`tx_gen` when read, the number), see `eval::tx_num`.
     pub(crate) tx_nums: [std::cell::Cell<(u32, Option<i64>)>; TX_NUMS],
