@@ -229,28 +229,45 @@ const HEAD: usize = 4;
 /// All literals of all prefiltered rules: their first bytes (lowercase) in hash tables,
 /// the literals by head, and which
 /// requirements each literal and each byte satisfies.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Prefilter {
     /// The distinct first [`HEAD`] bytes of the literals (head id = index in `tails`), by
     /// their bytes; see [`Builder::build`].
     heads: HeadTable,
-    /// Head id -> the literals that start with it (checked in full where a head is found),
-    /// each with its byte after the head (256: the literal is the head), sorted by that byte.
-    tails: Vec<Vec<(u32, u16)>>,
+    /// The literals that start with head `h`: `tails[tail_start[h]..tail_start[h + 1]]`,
+    /// checked in full where the head is found.
+    tails: Vec<Tail>,
+    tail_start: Vec<u32>,
     /// Words of a requirement bit set.
     pub words: usize,
-    /// Row `b` (the set of requirements the byte `b` satisfies) without its zero words:
-    /// `byte_words[byte_start[b]..byte_start[b + 1]]` are (word index, bits) (a row has
-    /// ~1.6 non-zero words of 6 with the CRS).
-    byte_start: Vec<u32>,
-    byte_words: Vec<(u32, u64)>,
-    /// The bytes whose row in `byte_table` is not empty (most bytes satisfy nothing).
-    byte_rows: [u64; 4],
-    /// Literal id -> the requirements it satisfies.
-    lit_reqs: Vec<Vec<u32>>,
+    /// The bytes by class (bytes that satisfy the same requirements; past 64 classes, the
+    /// last one holds the union of the rest, a superset, which is sound): per byte, its
+    /// class's bit (0: it satisfies nothing). Class `c`'s row (the requirements its bytes
+    /// satisfy) without its zero words: `class_words[class_start[c]..class_start[c + 1]]`,
+    /// as (word index, bits).
+    byte_class: Box<[u64; 256]>,
+    class_start: Vec<u32>,
+    class_words: Vec<(u32, u64)>,
+    /// The requirements of the literals (see [`Tail::reqs`]).
+    lit_reqs: Vec<u32>,
     /// For [`Prefilter::describe`]: the literals, and each requirement's bytes and literal ids.
     lits: Vec<Vec<u8>>,
     reqs: Vec<([u64; 4], Vec<u32>)>,
+}
+
+/// A literal as the scan checks it past its head, in one flat array (no pointer to follow
+/// before the common case is decided).
+#[derive(Debug, Clone, Copy)]
+struct Tail {
+    /// Its bytes after the head, up to four (lowercase, little-endian), zeros past its end,
+    /// and the mask of the bytes it has there.
+    next: u32,
+    mask: u32,
+    /// Its length and id (bytes past `HEAD + 4` are compared in `lits`).
+    len: u32,
+    lit: u32,
+    /// Its requirements: `lit_reqs[reqs.0..reqs.1]`.
+    reqs: (u32, u32),
 }
 
 /// The requirements a value satisfies (see [`Prefilter::scan`]).
@@ -372,70 +389,47 @@ impl Prefilter {
         if self.words == 0 {
             return out;
         }
-        let mut have = [0u64; 4];
+        // One load and an OR in a register per byte, then one row per class present.
+        let mut classes = 0u64;
         for &b in v {
-            if let Some(w) = have.get_mut(usize::from(b >> 6)) {
-                *w |= 1u64 << (b & 63);
-            }
+            classes |= self.byte_class.get(usize::from(b)).copied().unwrap_or(0);
         }
         let words = out.words_mut();
-        for (wi, (&word, &rows)) in have.iter().zip(&self.byte_rows).enumerate() {
-            let mut bits = word & rows;
-            while bits != 0 {
-                let b = wi * 64 + bits.trailing_zeros() as usize;
-                bits &= bits - 1;
-                let (from, to) = (self.byte_start.get(b).copied().unwrap_or(0), self.byte_start.get(b + 1).copied().unwrap_or(0));
-                for &(w, bits) in self.byte_words.get(from as usize..to as usize).unwrap_or_default() {
-                    if let Some(o) = words.get_mut(w as usize) {
-                        *o |= bits;
-                    }
+        while classes != 0 {
+            let c = classes.trailing_zeros() as usize;
+            classes &= classes - 1;
+            let (from, to) = (self.class_start.get(c).copied().unwrap_or(0), self.class_start.get(c + 1).copied().unwrap_or(0));
+            for &(w, bits) in self.class_words.get(from as usize..to as usize).unwrap_or_default() {
+                if let Some(o) = words.get_mut(w as usize) {
+                    *o |= bits;
                 }
             }
         }
         out
     }
 
-    /// Adds what the literals of head `h`, found at the start of `rest`, satisfy.
-    // Inlined into the scan loop: a call per head found cost 0.6% of a CRS GET.
+    /// Adds what the literals of head `h`, found at the start of `rest` (in any case), satisfy.
     #[inline(always)]
     fn tails_into(&self, h: usize, rest: &[u8], out: &mut Satisfied) {
-        let tails = self.tails.get(h).map(Vec::as_slice).unwrap_or_default();
-        let next = rest.get(HEAD).map_or(256, |&b| u16::from(b));
-        if tails.len() <= 16 {
-            for &(l, n) in tails {
-                if n > 255 || (n == next && self.rest_matches(l, rest)) {
-                    self.satisfy(l, out);
-                }
-            }
-            return;
-        }
-        // Sorted by the byte after the head (the head itself, 256, last): a long list ("http"
-        // heads 123 literals) is cut by binary search to the literals with the value's next
-        // byte, and those that are the head.
-        let exact = tails.partition_point(|&(_, n)| n < 256);
-        for &(l, _) in tails.get(exact..).unwrap_or_default() {
-            self.satisfy(l, out);
-        }
-        if next < 256 {
-            let (from, to) = (tails.partition_point(|&(_, n)| n < next), tails.partition_point(|&(_, n)| n <= next));
-            for &(l, _) in tails.get(from..to).unwrap_or_default() {
-                if self.rest_matches(l, rest) {
-                    self.satisfy(l, out);
+        let (from, to) = (self.tail_start.get(h).copied().unwrap_or(0), self.tail_start.get(h + 1).copied().unwrap_or(0));
+        let next = rest.iter().skip(HEAD).take(4).rev().fold(0u32, |k, &b| k << 8 | u32::from(lower_t(b)));
+        for t in self.tails.get(from as usize..to as usize).unwrap_or_default() {
+            if next & t.mask == t.next && t.len as usize <= rest.len() && (t.len as usize <= HEAD + 4 || self.long_matches(t.lit, rest)) {
+                for &r in self.lit_reqs.get(t.reqs.0 as usize..t.reqs.1 as usize).unwrap_or_default() {
+                    out.set(r);
                 }
             }
         }
     }
 
-    /// Whether literal `l`, whose head `rest` starts with, continues as `rest` does.
-    fn rest_matches(&self, l: u32, rest: &[u8]) -> bool {
-        self.lits.get(l as usize).is_some_and(|lit| rest.get(HEAD..lit.len()) == lit.get(HEAD..))
-    }
-
-    /// Adds what literal `l` satisfies.
-    fn satisfy(&self, l: u32, out: &mut Satisfied) {
-        for &r in self.lit_reqs.get(l as usize).map(Vec::as_slice).unwrap_or_default() {
-            out.set(r);
-        }
+    /// Whether literal `l` (lowercase, longer than `HEAD + 4`), whose first `HEAD + 4`
+    /// bytes `rest` starts with, continues as `rest` does in any case.
+    #[inline(never)]
+    fn long_matches(&self, l: u32, rest: &[u8]) -> bool {
+        self.lits.get(l as usize).is_some_and(|lit| match (rest.get(HEAD + 4..lit.len()), lit.get(HEAD + 4..)) {
+            (Some(r), Some(t)) => r.eq_ignore_ascii_case(t),
+            _ => false,
+        })
     }
 
     /// Adds what the literals found in `v` (case-insensitively) satisfy.
@@ -444,65 +438,87 @@ impl Prefilter {
             return;
         }
         let t = &self.heads;
-        let literals = |v: &[u8], out: &mut Satisfied| {
-            // Every start position: its 2-, 3- and 4-byte windows looked up where a head of
-            // that length begins with its first two bytes. No state carried from byte to byte
-            // (a DFA's transition loads form one chain of dependent loads through a 1.7 MB
-            // table). `win` holds v[i..i + 4] (zeros past the end), built as i advances.
-            let mut win = pack(v.get(..HEAD).unwrap_or(v));
-            for i in 0..v.len().saturating_sub(1) {
-                let w2 = (win & 0xffff) as usize;
-                let bits = t.starts.get(w2).copied().unwrap_or(0);
-                if bits != 0 {
-                    let rest = v.get(i..).unwrap_or_default();
-                    if bits & 1 != 0 {
-                        if let Some(h) = find(&t.slots2, win & 0xffff) {
-                            self.tails_into(h, rest, out);
-                        }
-                    }
-                    if bits & 2 != 0 && rest.len() >= 3 {
-                        if let Some(h) = find(&t.slots3, win & 0xff_ffff) {
-                            self.tails_into(h, rest, out);
-                        }
-                    }
-                    if bits & 4 != 0 && rest.len() >= 4 {
-                        if let Some(h) = find(&t.slots4, win) {
-                            self.tails_into(h, rest, out);
-                        }
-                    }
-                }
-                win = win >> 8 | v.get(i + HEAD).map_or(0, |&b| u32::from(b) << 24);
+        // Every start position: its window `win` (v[i..i + 4] lowercase, zeros past the end,
+        // built as i advances) tested against two 8 KB bit sets, the 2-byte heads and the
+        // hashed 3-byte starts of longer heads; the 15-20% of positions that pass (most of
+        // them a head: CRS literals such as "on", "if", "json") look their heads up in hash
+        // tables. No state carried from byte to byte (a DFA's transition loads form one
+        // chain of dependent loads through a large table), no lowercase copy. (Measured on
+        // the values of a CRS GET, 1 KB and 10 KB JSON: 20-35% less time than one 64 KB
+        // table of 2-byte starts and a lowercase copy; collecting the candidates first and
+        // looking them up after was slower.)
+        let mut win = v.iter().take(HEAD).rev().fold(0u32, |k, &b| k << 8 | u32::from(lower_t(b)));
+        for i in 0..v.len().saturating_sub(1) {
+            let w2 = (win & 0xffff) as usize;
+            let h3 = hash3(win);
+            let two = t.two.get(w2 >> 6).map_or(0, |w| w >> (w2 & 63));
+            let three = t.three.get(h3 >> 6).map_or(0, |w| w >> (h3 & 63));
+            if (two | three) & 1 != 0 {
+                self.heads_at(win, two & 1 != 0, three & 1 != 0, v.get(i..).unwrap_or_default(), out);
             }
-        };
-        if !v.iter().any(u8::is_ascii_uppercase) {
-            literals(v, out);
-        } else {
-            // Lowercased into a buffer kept for the next scan (a copy otherwise).
-            let done = LOWERED.try_with(|b| {
-                let Ok(mut b) = b.try_borrow_mut() else { return false };
-                b.clear();
-                b.extend(v.iter().map(u8::to_ascii_lowercase));
-                literals(&b, out);
-                if b.capacity() > 1 << 20 {
-                    *b = Vec::new();
-                }
-                true
-            });
-            if done != Ok(true) {
-                literals(&v.to_ascii_lowercase(), out);
+            win = win >> 8 | v.get(i + HEAD).map_or(0, |&b| u32::from(lower_t(b)) << 24);
+        }
+    }
+
+    /// Adds what the literals at the start of `rest` (a candidate position, `win` its first
+    /// four bytes lowercase; `two`, `three`: the bit sets that passed it) satisfy.
+    #[inline(never)]
+    fn heads_at(&self, win: u32, two: bool, three: bool, rest: &[u8], out: &mut Satisfied) {
+        let t = &self.heads;
+        if two {
+            if let Some(h) = find(&t.slots2, win & 0xffff) {
+                self.tails_into(h, rest, out);
+            }
+        }
+        if !three {
+            return;
+        }
+        if rest.len() >= 3 {
+            if let Some(h) = find(&t.slots3, win & 0xff_ffff) {
+                self.tails_into(h, rest, out);
+            }
+        }
+        if rest.len() >= 4 {
+            if let Some(h) = find(&t.slots4, win) {
+                self.tails_into(h, rest, out);
             }
         }
     }
 }
 
+/// ASCII lowercase by table (one load, no branch).
+#[inline(always)]
+fn lower_t(b: u8) -> u8 {
+    LOWER.get(usize::from(b)).copied().unwrap_or(b)
+}
+
+// Indexing in a constant is checked by the compiler: out of bounds fails the build.
+#[allow(clippy::indexing_slicing)]
+static LOWER: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = (i as u8).to_ascii_lowercase();
+        i += 1;
+    }
+    t
+};
+
+/// The bit of a 3-byte start (the low three bytes of `win`) in [`HeadTable::three`].
+#[inline(always)]
+fn hash3(win: u32) -> usize {
+    ((win & 0xff_ffff).wrapping_mul(0x9e37_79b1) >> 16) as usize
+}
+
 /// The heads (2 to [`HEAD`] bytes, little-endian in a `u32`) by length, in open-addressed
-/// hash tables, and per two-byte start the lengths of the heads that begin with it: ~130 KB
-/// for the CRS's 1,643 heads (the DFA it replaced took 1.7 MB).
-#[derive(Debug, Default)]
+/// hash tables, and two bit sets that rule most positions out before a lookup: ~50 KB for
+/// the CRS's 1,635 heads (the DFA it replaced took 1.7 MB).
+#[derive(Debug)]
 struct HeadTable {
-    /// Per two bytes `w` (a `u16`): bit `len - 2` set when some head of `len` bytes starts
-    /// with them.
-    starts: Vec<u8>,
+    /// One bit per two bytes (a `u16`): a 2-byte head is them.
+    two: Box<[u64; 1 << 10]>,
+    /// One bit per [`hash3`]: the first three bytes of some 3- or 4-byte head hash there.
+    three: Box<[u64; 1 << 10]>,
     /// (key, head id) slots per head length, a power of two of them; id `u32::MAX`: empty.
     slots2: Vec<(u32, u32)>,
     slots3: Vec<(u32, u32)>,
@@ -510,6 +526,18 @@ struct HeadTable {
 }
 
 const EMPTY: u32 = u32::MAX;
+
+impl Default for Prefilter {
+    fn default() -> Prefilter {
+        Builder::default().build()
+    }
+}
+
+impl Default for HeadTable {
+    fn default() -> HeadTable {
+        HeadTable::new(&[])
+    }
+}
 
 impl HeadTable {
     fn new(heads: &[&[u8]]) -> HeadTable {
@@ -533,15 +561,20 @@ impl HeadTable {
             }
             slots
         };
-        let mut starts = vec![0u8; 1 << 16];
+        let set = |bits: &mut [u64; 1 << 10], i: usize| {
+            if let Some(w) = bits.get_mut(i >> 6) {
+                *w |= 1u64 << (i & 63);
+            }
+        };
+        let (mut two, mut three) = (Box::new([0u64; 1 << 10]), Box::new([0u64; 1 << 10]));
         for h in heads {
-            if let (Some(&a), Some(&b), 2..=HEAD) = (h.first(), h.get(1), h.len()) {
-                if let Some(s) = starts.get_mut(usize::from(a) | usize::from(b) << 8) {
-                    *s |= 1 << (h.len() - 2);
-                }
+            match h.len() {
+                2 => set(&mut two, pack(h) as usize),
+                3..=HEAD => set(&mut three, hash3(pack(h))),
+                _ => {}
             }
         }
-        HeadTable { starts, slots2: table(2), slots3: table(3), slots4: table(4) }
+        HeadTable { two, three, slots2: table(2), slots3: table(3), slots4: table(4) }
     }
 }
 
@@ -573,10 +606,6 @@ fn hash(key: u32) -> usize {
     (key.wrapping_mul(0x9e37_79b1).rotate_left(16)) as usize
 }
 
-thread_local! {
-    /// The lowercased copy of the value being scanned.
-    static LOWERED: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-}
 
 /// Collects literals while rules are compiled, then builds the scan's tables.
 #[derive(Default)]
@@ -658,49 +687,75 @@ impl Builder {
         }
         // The scan finds only the literals' first HEAD bytes (1,643 distinct heads for the
         // CRS's 6,155 literals), and each head found is checked against the literals that
-        // start with it. Heads are looked up per position in hash tables (~130 KB): a DFA over
+        // start with it. Heads are looked up in hash tables (~50 KB, see HeadTable): a DFA over
         // the heads (1.7 MB; earlier design) cost as many cycles natively despite fewer
         // instructions (each byte's transition waits on the previous one's load), a DFA over
         // the whole literals took ~1 s to build, the contiguous NFA walked ~40 instructions
         // per byte.
         let mut head_ids: HashMap<&[u8], u32> = HashMap::new();
         let mut heads: Vec<&[u8]> = Vec::new();
-        let mut tails: Vec<Vec<(u32, u16)>> = Vec::new();
+        let mut by_head: Vec<Vec<u32>> = Vec::new();
         for (id, l) in self.lits.iter().enumerate() {
             let head = l.get(..l.len().min(HEAD)).unwrap_or(l);
             let h = *head_ids.entry(head).or_insert_with(|| {
                 heads.push(head);
-                tails.push(Vec::new());
+                by_head.push(Vec::new());
                 (heads.len() - 1) as u32
             });
-            if let Some(t) = tails.get_mut(h as usize) {
-                t.push((id as u32, l.get(HEAD).map_or(256, |&b| u16::from(b))));
+            if let Some(t) = by_head.get_mut(h as usize) {
+                t.push(id as u32);
             }
         }
-        for t in &mut tails {
-            t.sort_unstable_by_key(|&(_, next)| next);
+        let (mut tails, mut tail_start, mut flat_reqs) = (Vec::new(), Vec::with_capacity(by_head.len() + 1), Vec::new());
+        for ids in &by_head {
+            tail_start.push(tails.len() as u32);
+            for &id in ids {
+                let l = self.lits.get(id as usize).map(Vec::as_slice).unwrap_or_default();
+                let after: Vec<u8> = l.iter().skip(HEAD).take(4).copied().collect();
+                let from = flat_reqs.len() as u32;
+                flat_reqs.extend(lit_reqs.get(id as usize).map(Vec::as_slice).unwrap_or_default());
+                tails.push(Tail {
+                    next: pack(&after),
+                    mask: pack(&vec![0xff; after.len()]),
+                    len: u32::try_from(l.len()).unwrap_or(u32::MAX),
+                    lit: id,
+                    reqs: (from, flat_reqs.len() as u32),
+                });
+            }
         }
+        tail_start.push(tails.len() as u32);
         let heads = HeadTable::new(&heads);
-        let mut byte_rows = [0u64; 4];
-        for b in 0..256usize {
-            if byte_table.get(b * words..(b + 1) * words).is_some_and(|row| row.iter().any(|&w| w != 0)) {
-                if let Some(w) = byte_rows.get_mut(b / 64) {
-                    *w |= 1u64 << (b % 64);
-                }
+        let mut rows: Vec<Vec<u64>> = Vec::new();
+        let mut byte_class = Box::new([0u64; 256]);
+        for (b, class) in byte_class.iter_mut().enumerate() {
+            let row = byte_table.get(b * words..(b + 1) * words).unwrap_or_default();
+            if row.iter().all(|&w| w == 0) {
+                continue;
             }
-        }
-        let mut byte_start = Vec::with_capacity(257);
-        let mut byte_words = Vec::new();
-        for b in 0..256usize {
-            byte_start.push(byte_words.len() as u32);
-            for (w, &bits) in byte_table.get(b * words..(b + 1) * words).unwrap_or_default().iter().enumerate() {
-                if bits != 0 {
-                    byte_words.push((w as u32, bits));
+            let c = match rows.iter().position(|r| r.as_slice() == row) {
+                Some(c) => c,
+                None if rows.len() < 64 => {
+                    rows.push(row.to_vec());
+                    rows.len() - 1
                 }
-            }
+                None => {
+                    if let Some(last) = rows.last_mut() {
+                        for (a, b) in last.iter_mut().zip(row) {
+                            *a |= b;
+                        }
+                    }
+                    63
+                }
+            };
+            *class = 1u64 << c;
         }
-        byte_start.push(byte_words.len() as u32);
-        Prefilter { heads, tails, words, byte_start, byte_words, byte_rows, lit_reqs, lits: self.lits, reqs: self.reqs }
+        let (mut class_start, mut class_words) = (Vec::with_capacity(rows.len() + 1), Vec::new());
+        for row in &rows {
+            class_start.push(class_words.len() as u32);
+            class_words.extend(row.iter().enumerate().filter(|(_, &bits)| bits != 0).map(|(w, &bits)| (w as u32, bits)));
+        }
+        class_start.push(class_words.len() as u32);
+        Prefilter { heads, tails, tail_start, words, byte_class, class_start, class_words, lit_reqs: flat_reqs, lits: self.lits, reqs: self.reqs }
     }
 }
 
@@ -736,6 +791,26 @@ mod tests {
             let text = m.as_bytes().to_ascii_lowercase();
             assert!(lits.iter().any(|l| text.windows(l.len()).any(|w| w == l.as_slice())), "{p}");
         }
+    }
+
+    #[test]
+    fn scan_of_bytes_past_64_classes_stays_sound() {
+        // 100 one-byte requirements: 100 byte classes, more than a class bit set holds; the
+        // ones past 64 share a row (a superset). A byte must still satisfy its own
+        // requirement, and a byte of no requirement nothing.
+        let mut b = Builder::default();
+        let reqs: Vec<Requirement> = (100u8..200).map(|x| b.add_literals(vec![vec![x]]).unwrap()).collect();
+        let pf = b.build();
+        for (x, r) in (100u8..200).zip(&reqs) {
+            let got = pf.scan(&[b'#', x, b'!']);
+            assert!(got.has(*r), "byte {x}");
+            if x < 160 {
+                // Among the first classes: exact.
+                assert_eq!(reqs.iter().filter(|o| got.has(**o)).count(), 1, "byte {x}");
+            }
+        }
+        let none = pf.scan(b"#-! 0-9");
+        assert!(reqs.iter().all(|r| !none.has(*r)));
     }
 
     #[test]
