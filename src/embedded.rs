@@ -1,23 +1,31 @@
 //! Files embedded at build time (see build.rs): wafer's own `rules/` and,
-//! when built with `CRS_DIR`, the OWASP Core Rule Set.
+//! when built with `CRS_DIR`, the OWASP Core Rule Set. Stored deflated (the CRS's ~0.9 MB
+//! of text in ~0.2 MB): every VM's memory holds the module's data, and Envoy and V8 keep
+//! copies of the module; a file is inflated when a configuration includes it.
 
 include!(concat!(env!("OUT_DIR"), "/embedded.rs"));
 
 /// Resolves `Include @name`. A `*` in the name matches any run of characters
 /// (`@owasp_crs/*.conf`); matches come in file-name order.
-pub fn lookup(name: &str) -> Vec<(&'static str, &'static str)> {
-    CONF_FILES.iter().filter(|(n, _)| glob_match(name, n)).map(|&(n, t)| (n, t)).collect()
+pub fn lookup(name: &str) -> Vec<(&'static str, String)> {
+    CONF_FILES.iter().filter(|(n, _, _)| glob_match(name, n)).map(|&(n, z, len)| (n, inflate(z, len))).collect()
 }
 
 /// A data file (`@pmFromFile scanners-user-agents.data`).
-pub fn data_file(name: &str) -> Option<&'static str> {
+pub fn data_file(name: &str) -> Option<String> {
     let base = name.rsplit('/').next().unwrap_or(name);
-    DATA_FILES.iter().find(|(n, _)| *n == base).map(|&(_, t)| t)
+    DATA_FILES.iter().find(|(n, _, _)| *n == base).map(|&(_, z, len)| inflate(z, len))
 }
 
 /// Names of the embedded SecLang files.
 pub fn names() -> impl Iterator<Item = &'static str> {
-    CONF_FILES.iter().map(|(n, _)| *n)
+    CONF_FILES.iter().map(|(n, _, _)| *n)
+}
+
+/// The text of an embedded file (deflated and checked as UTF-8 by the build; the tests
+/// inflate every one).
+fn inflate(z: &[u8], len: usize) -> String {
+    miniz_oxide::inflate::decompress_to_vec_with_limit(z, len).ok().and_then(|v| String::from_utf8(v).ok()).unwrap_or_default()
 }
 
 fn glob_match(pattern: &str, name: &str) -> bool {
@@ -30,6 +38,18 @@ fn glob_match(pattern: &str, name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn embedded_files_inflate_to_their_text() {
+        for &(name, z, len) in CONF_FILES.iter().chain(DATA_FILES) {
+            assert_eq!(inflate(z, len).len(), len, "{name}");
+        }
+        assert_eq!(lookup("@targeted"), vec![("@targeted", include_str!("../rules/targeted.conf").to_string())]);
+        if !CRS_VERSION.is_empty() {
+            assert!(lookup("@owasp_crs/*.conf").iter().any(|(_, t)| t.contains("id:942100")));
+            assert!(data_file("scanners-user-agents.data").is_some_and(|t| t.lines().count() > 10));
+        }
+    }
 
     #[test]
     fn own_tiers_are_embedded() {

@@ -407,7 +407,7 @@ impl Compiler {
                         return Err(at(arg_at(0), format!("Include \"{target}\": no such embedded file{hint}")));
                     }
                     for (n, t) in files {
-                        self.load(n, t, depth + 1)?;
+                        self.load(n, &t, depth + 1)?;
                     }
                 }
                 "secruleengine" => {
@@ -645,7 +645,7 @@ impl Compiler {
                     let (rx, hir) = crate::operators::rx::Rx::with_syntax(&o.param).map_err(|m| at(ooff + o.param_offset, m))?;
                     (Operator::Rx(rx), hir)
                 } else {
-                    let op = Operator::compile(&o.name, &o.param, &|f| embedded::data_file(f).map(str::to_string))
+                    let op = Operator::compile(&o.name, &o.param, &|f| embedded::data_file(f))
                         .map_err(|m| at(ooff + if m.starts_with("unknown operator") { o.offset } else { o.param_offset }, m))?;
                     (op, None)
                 };
