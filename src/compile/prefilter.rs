@@ -825,11 +825,13 @@ mod tests {
             &[b"abcb", b"abcc", b"c"],
             &[b"aaaaaaaa", b"ba"],
             &[b"cab", b"abcabca"],
+            // Longer than the head and the four bytes packed after it.
+            &[b"abcabcabca", b"bcabcabcab"],
         ]
         .iter()
         .map(|set| set.iter().map(|l| l.to_vec()).collect())
         .collect();
-        // A head with more than 16 literals (the binary-searched path), one requirement each.
+        // A head with more than 16 literals, one requirement each.
         for x in b"abcx" {
             sets.push(vec![[&b"bcba"[..], &[*x]].concat()]);
             for y in b"abcx" {
@@ -841,12 +843,17 @@ mod tests {
         let reqs: Vec<Requirement> = sets.iter().map(|s| b.add_literals(s.clone()).unwrap()).collect();
         let pf = b.build();
         let mut seed = 0x2545_f491_4f6c_dd1du64;
-        for _ in 0..20_000 {
+        // Random values, then the long literals present, cut short and missed by their last byte.
+        let fixed: [&[u8]; 5] = [b"xAbCaBcAbCax", b"bcabcabcab", b"abcabcabc", b"abcabcabcb", b"BCABCABCAX"];
+        for k in 0..20_000 + fixed.len() {
             seed ^= seed << 13;
             seed ^= seed >> 7;
             seed ^= seed << 17;
             let len = (seed % 13) as usize;
-            let v: Vec<u8> = (0..len).map(|i| b"abcABx"[((seed >> (8 + 3 * i)) % 6) as usize]).collect();
+            let v: Vec<u8> = match k.checked_sub(20_000) {
+                Some(f) => fixed[f].to_vec(),
+                None => (0..len).map(|i| b"abcABx"[((seed >> (8 + 3 * i)) % 6) as usize]).collect(),
+            };
             let got = pf.scan(&v);
             let lower = v.to_ascii_lowercase();
             for (set, r) in sets.iter().zip(&reqs) {
