@@ -543,17 +543,6 @@ struct HeadTable {
 
 const EMPTY: u32 = u32::MAX;
 
-impl Default for Prefilter {
-    fn default() -> Prefilter {
-        Builder::default().build()
-    }
-}
-
-impl Default for HeadTable {
-    fn default() -> HeadTable {
-        HeadTable::new(&[])
-    }
-}
 
 impl HeadTable {
     fn new(heads: &[&[u8]]) -> HeadTable {

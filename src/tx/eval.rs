@@ -1192,12 +1192,7 @@ pub(crate) fn run_phase(t: &mut Transaction, rs: &Ruleset, phase: u8) -> Option<
         // A paranoia-level check that holds: its skip, without evaluating it (unless removed).
         if let (0, None, Some(Quick::TxSkip { .. }), Entry::Rule(rule)) = (skip, &t.profile, quick.get(i), entry) {
             if !rule_removed(t, rule) {
-                if rule.skip_after.is_some() {
-                    i = rs.skip_target(pidx, i).unwrap_or(list.len());
-                } else {
-                    skip = rule.skip;
-                    i += 1;
-                }
+                (i, skip) = skip_from(rs, pidx, i, rule, list.len());
                 continue;
             }
         }
@@ -1214,12 +1209,10 @@ pub(crate) fn run_phase(t: &mut Transaction, rs: &Ruleset, phase: u8) -> Option<
             i += 1;
             continue;
         }
-        let engine_before = t.engine;
         let Some(decision) = eval_rule(t, rule, phase) else {
             i += 1;
             continue;
         };
-        let _ = engine_before;
         match decision {
             Disruptive::Deny | Disruptive::Drop | Disruptive::Redirect(_) if t.engine == EngineMode::On || phase == 5 => {
                 let action = match &decision {
@@ -1251,12 +1244,17 @@ pub(crate) fn run_phase(t: &mut Transaction, rs: &Ruleset, phase: u8) -> Option<
             }
             _ => {}
         }
-        if rule.skip_after.is_some() {
-            i = rs.skip_target(pidx, i).unwrap_or(list.len());
-            continue;
-        }
-        skip = rule.skip;
-        i += 1;
+        (i, skip) = skip_from(rs, pidx, i, rule, list.len());
     }
     None
+}
+
+/// Where phase list `pidx` goes on after `rule`, entry `i` of its `len`, matched: the entry
+/// after its `skipAfter` marker, or the next entry with its `skip` count.
+fn skip_from(rs: &Ruleset, pidx: usize, i: usize, rule: &Rule, len: usize) -> (usize, u32) {
+    if rule.skip_after.is_some() {
+        (rs.skip_target(pidx, i).unwrap_or(len), 0)
+    } else {
+        (i + 1, rule.skip)
+    }
 }
