@@ -645,7 +645,7 @@ impl Compiler {
                     let (rx, hir) = crate::operators::rx::Rx::with_syntax(&o.param).map_err(|m| at(ooff + o.param_offset, m))?;
                     (Operator::Rx(rx), hir)
                 } else {
-                    let op = Operator::compile(&o.name, &o.param, &|f| embedded::data_file(f))
+                    let op = Operator::compile(&o.name, &o.param, &embedded::data_file)
                         .map_err(|m| at(ooff + if m.starts_with("unknown operator") { o.offset } else { o.param_offset }, m))?;
                     (op, None)
                 };

@@ -369,18 +369,28 @@ impl Prefilter {
     /// What the literals of `v` satisfy, from its lowercase form `lower` (the same for every
     /// value that lowercases to it), added to what the bytes of `v` satisfy.
     pub fn scan_with_lowercase(&self, v: &[u8], lower: &[u8], lits: &mut Option<Satisfied>) -> Satisfied {
-        let mut out = self.bytes_part(v);
         if self.words == 0 {
-            return out;
+            return self.bytes_part(v);
         }
+        // When `lower` is `v` itself (no capitals), the literal pass also gives v's byte classes.
+        let mut classes = None;
         let lits = lits.get_or_insert_with(|| {
             let mut l = Satisfied::new(self.words, 0);
-            self.literals_into(lower, &mut l);
+            if !self.tails.is_empty() {
+                let c = self.literals_and_classes(lower, &mut l);
+                classes = std::ptr::eq(lower, v).then_some(c);
+            }
             l
         });
-        for (o, l) in out.words_mut().iter_mut().zip(lits.words()) {
-            *o |= l;
-        }
+        let mut out = match classes {
+            Some(c) => {
+                let mut out = Satisfied::new(self.words, 0);
+                self.classes_into(c, &mut out);
+                out
+            }
+            None => self.bytes_part(v),
+        };
+        out.union_with(lits);
         out
     }
 
@@ -436,13 +446,6 @@ impl Prefilter {
             (Some(r), Some(t)) => r.eq_ignore_ascii_case(t),
             _ => false,
         })
-    }
-
-    /// Adds what the literals found in `v` (case-insensitively) satisfy.
-    fn literals_into(&self, v: &[u8], out: &mut Satisfied) {
-        if !self.tails.is_empty() {
-            self.literals_and_classes(v, out);
-        }
     }
 
     /// Adds what the literals found in `v` (case-insensitively) satisfy, and returns the
@@ -861,6 +864,13 @@ mod tests {
             };
             let got = pf.scan(&v);
             let lower = v.to_ascii_lowercase();
+            // The large-value path (literals from the lowercase form, kept for the next value
+            // with that form; `lower` is `v` itself when it has no capitals) gives the same set.
+            let lower_form: &[u8] = if lower == v { &v } else { &lower };
+            let mut lits = None;
+            for _ in 0..2 {
+                assert_eq!(pf.scan_with_lowercase(&v, lower_form, &mut lits).words(), got.words(), "{:?}", String::from_utf8_lossy(&v));
+            }
             for (set, r) in sets.iter().zip(&reqs) {
                 let want = set.iter().any(|l| {
                     let l = l.to_ascii_lowercase();
