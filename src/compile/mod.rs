@@ -140,6 +140,11 @@ pub struct Rule {
     pub group_slot: Option<u32>,
     /// Chain heads: the rule's number, dense over all phases in order (see [`quick::Index`]).
     pub index: u32,
+    /// For a link with shared values (`group_slot`) whose operator is a function of the value
+    /// alone (no macro): the number of its operator (equal operators share one), under which a
+    /// value remembers across transactions that the operator was false on it (see
+    /// `tx::cache::Memo`).
+    pub memo_bit: Option<u32>,
 }
 
 /// What phase 1's request-independent prefix leaves in TX, computed once per rule set.
@@ -184,6 +189,11 @@ pub struct Ruleset {
     pub mentions: Mentions,
     /// How many `Rule::group_slot`s there are.
     pub group_slots: usize,
+    /// How many `Rule::memo_bit`s there are.
+    pub memo_bits: usize,
+    /// Distinct for every rule set this process builds (the cross-transaction memo of one
+    /// rule set is never read with another's rules).
+    pub uid: u64,
     /// Phase 1's request-independent prefix (see [`quick::Quick::Pre`]), computed by the
     /// first transaction that runs phase 1.
     pub(crate) init: std::sync::OnceLock<Init>,
@@ -721,6 +731,7 @@ impl Compiler {
             group_slot: None,
             tag_ids: Vec::new(),
             index: 0,
+            memo_bit: None,
         };
         self.pending_chain.push(rule);
         if !parsed.chain {
@@ -758,6 +769,7 @@ impl Compiler {
         let mut tsigs: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
         let mut slots: std::collections::HashMap<(u32, u32, bool), u32> = std::collections::HashMap::new();
         let mut tags: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
+        let mut ops: std::collections::HashMap<(String, String), u32> = std::collections::HashMap::new();
         let mut intern = |r: &mut Rule| {
             r.tag_ids = r.tags.iter().map(|t| number(&mut tags, t.clone())).collect();
             r.chain_id = number(&mut chains, r.transforms.clone());
@@ -776,6 +788,7 @@ impl Compiler {
                 Vec::new()
             };
             r.group_slot = r.target_sig.map(|sig| number(&mut slots, (sig, r.chain_id, r.multi_match)));
+            r.memo_bit = (r.group_slot.is_some() && r.operator.pure()).then(|| number(&mut ops, (r.op_name.to_ascii_lowercase(), r.op_param.clone())));
         };
         for item in self.items.iter_mut() {
             if let Item::Rule(r) = item {
@@ -787,6 +800,7 @@ impl Compiler {
             }
         }
         let group_slots = slots.len();
+        let memo_bits = ops.len();
         for item in self.items {
             match item {
                 Item::Rule(r) => {
@@ -828,8 +842,14 @@ impl Compiler {
             }
             false
         });
-        Ok(Ruleset { settings: self.settings, phases, warnings: self.warnings, skip_targets, prefilter: pf.build(), persistent, mentions: self.mentions, group_slots, init: std::sync::OnceLock::new(), tags, quick })
+        Ok(Ruleset { settings: self.settings, phases, warnings: self.warnings, skip_targets, prefilter: pf.build(), persistent, mentions: self.mentions, group_slots, memo_bits, uid: next_uid(), init: std::sync::OnceLock::new(), tags, quick })
     }
+}
+
+/// A number no other rule set of this process has.
+fn next_uid() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 /// The number of `key` in `map`, the next free one (the map's size) for a new key.

@@ -122,6 +122,12 @@ impl Operator {
         }
     }
 
+    /// Whether the result is a function of the value alone (no macro in the parameter), worth
+    /// remembering: `@unconditionalMatch` and `@noMatch` cost nothing.
+    pub fn pure(&self) -> bool {
+        self.macros().is_empty() && !matches!(self, Operator::UnconditionalMatch | Operator::NoMatch)
+    }
+
     /// Compiles `@name param`. `data_file` resolves `@pmFromFile` names.
     pub fn compile(name: &str, param: &str, data_file: &dyn Fn(&str) -> Option<String>) -> Result<Operator, String> {
         let p = || Param::new(param);

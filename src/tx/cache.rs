@@ -180,13 +180,6 @@ struct Final {
     scan: Option<Rc<Scan>>,
 }
 
-/// A value of a target list that a transformation chain changed.
-pub(crate) struct Prepared {
-    /// The value after the chain.
-    pub val: Rc<[u8]>,
-    pub scan: std::cell::OnceCell<Rc<Scan>>,
-}
-
 /// The values of a target list prepared for one chain: the list itself, plus the values the
 /// chain changed (by index, ascending). Most values pass a chain unchanged and are not copied.
 pub(crate) struct Group {
@@ -194,7 +187,7 @@ pub(crate) struct Group {
     /// By item index (ascending): the value after the chain where it differs from the raw
     /// one; for a `multiMatch` group, every intermediate result that differs from the step
     /// before, in chain order.
-    pub changed: Vec<(usize, Prepared)>,
+    pub changed: Vec<(usize, Rc<Interned>)>,
     /// `multiMatch`: each item's raw value comes first, then its `changed` entries.
     pub multi: bool,
     /// For groups of at least [`UNION_MIN`] values: what any of them may satisfy (a superset:
@@ -220,7 +213,7 @@ impl Group {
 }
 
 impl Group {
-    /// Each value to evaluate, with its item and its scan cell: per item, the value after the
+    /// Each value to evaluate, with its item: per item, the value after the
     /// chain; for `multiMatch`, the raw value and then each changed intermediate.
     pub fn values(&self) -> GroupValues<'_> {
         GroupValues { g: self, item: 0, changed: 0, raw_done: false }
@@ -238,7 +231,7 @@ pub(crate) struct GroupValues<'g> {
 }
 
 impl<'g> Iterator for GroupValues<'g> {
-    type Item = (&'g RawItem, &'g Rc<[u8]>, &'g std::cell::OnceCell<Rc<Scan>>);
+    type Item = (&'g RawItem, &'g Rc<Interned>);
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
@@ -249,18 +242,18 @@ impl<'g> Iterator for GroupValues<'g> {
                 return Some(match here {
                     Some(p) => {
                         self.changed += 1;
-                        (item, &p.val, &p.scan)
+                        (item, p)
                     }
-                    None => (item, &item.v.raw, &item.v.scan),
+                    None => (item, &item.v),
                 });
             }
             if !self.raw_done {
                 self.raw_done = true;
-                return Some((item, &item.v.raw, &item.v.scan));
+                return Some((item, &item.v));
             }
             if let Some(p) = here {
                 self.changed += 1;
-                return Some((item, &p.val, &p.scan));
+                return Some((item, p));
             }
             self.item += 1;
             self.raw_done = false;
@@ -277,13 +270,156 @@ pub(crate) fn write_name(prefix: &str, key: &Option<Rc<[u8]>>, out: &mut String)
     }
 }
 
-/// A request value copied once per transaction, with what every list and group needs of it.
+/// A value being evaluated (a request value, or a transformation's result), with what every
+/// list and group needs of it. Values of up to [`MEMO_VALUE_MAX`] bytes are shared through the
+/// thread's [`Memo`], so what they record (scan, chain results, operators found false) serves
+/// the next transactions too; longer ones live for one transaction.
 pub(crate) struct Interned {
     pub raw: Rc<[u8]>,
     /// The bytes it contains (for transformation triggers; all ones over 4 KiB).
     pub bytes: [u64; 4],
     /// The prefilter scan of `raw`, shared by every list and group where the value is unchanged.
     pub scan: std::cell::OnceCell<Rc<Scan>>,
+    /// Operators (by `Rule::memo_bit`) known false on this value: one bit each.
+    fails: std::cell::RefCell<Vec<u64>>,
+    /// What chains (by id) made of this value (see [`ChainOut`]).
+    chains: std::cell::RefCell<Vec<(u32, ChainOut)>>,
+}
+
+/// A chain's result on a value, as recorded: results are held weakly (a dropped one is
+/// computed again), so entries never keep each other alive in cycles.
+enum ChainOut {
+    /// The chain leaves the value as it is.
+    Same,
+    One(std::rc::Weak<Interned>),
+    /// `multiMatch`: each intermediate result that differs from the step before, in order.
+    Steps(Box<[std::rc::Weak<Interned>]>),
+}
+
+impl Interned {
+    fn new(raw: Rc<[u8]>) -> Interned {
+        let bytes = if raw.len() <= 4096 { byte_set(&raw) } else { [u64::MAX; 4] };
+        Interned { raw, bytes, scan: std::cell::OnceCell::new(), fails: Default::default(), chains: Default::default() }
+    }
+
+    /// Whether the operator numbered `bit` was found false on this value.
+    pub fn failed(&self, bit: u32) -> bool {
+        let b = bit as usize;
+        self.fails.borrow().get(b / 64).is_some_and(|w| w & (1u64 << (b % 64)) != 0)
+    }
+
+    /// Records that the operator numbered `bit` is false on this value (a pure operator only:
+    /// the entry is read by later transactions).
+    pub fn set_failed(&self, bit: u32) {
+        let b = bit as usize;
+        let mut f = self.fails.borrow_mut();
+        if f.len() <= b / 64 {
+            f.resize(b / 64 + 1, 0);
+        }
+        if let Some(w) = f.get_mut(b / 64) {
+            *w |= 1u64 << (b % 64);
+        }
+    }
+
+    /// The recorded results of chain `id` (see [`ChainOut`]), given to `out`; false when
+    /// none is recorded or one was dropped.
+    fn chain_out(&self, id: u32, out: &mut impl FnMut(Rc<Interned>)) -> bool {
+        let c = self.chains.borrow();
+        let Some((_, found)) = c.iter().find(|(i, _)| *i == id) else { return false };
+        match found {
+            ChainOut::Same => true,
+            ChainOut::One(w) => w.upgrade().map(out).is_some(),
+            ChainOut::Steps(ws) => {
+                let all: Option<Vec<Rc<Interned>>> = ws.iter().map(std::rc::Weak::upgrade).collect();
+                all.map(|all| all.into_iter().for_each(out)).is_some()
+            }
+        }
+    }
+
+    fn set_chain_out(&self, id: u32, out: ChainOut) {
+        let mut c = self.chains.borrow_mut();
+        match c.iter_mut().find(|(i, _)| *i == id) {
+            Some(slot) => slot.1 = out,
+            None => c.push((id, out)),
+        }
+    }
+
+    /// The scan of this value, computed once.
+    pub fn scan(&self, cache: &std::cell::RefCell<Cache>, pf: &Prefilter) -> &Rc<Scan> {
+        self.scan.get_or_init(|| cache.borrow_mut().scan_rc(&self.raw, pf))
+    }
+}
+
+/// Longest value the [`Memo`] keeps (a header, a cookie, a JSON string: the values that come
+/// again).
+pub(crate) const MEMO_VALUE_MAX: usize = 4096;
+/// Values and bytes of a [`Memo`] generation.
+pub(crate) const MEMO_ENTRIES: usize = 4096;
+const MEMO_BYTES: usize = 1 << 20;
+/// What an entry costs besides its bytes (the entry, its table slot, its scan, its bits).
+const MEMO_ENTRY_COST: usize = 256;
+
+/// The values of earlier transactions of one rule set on this thread (a wasm VM), by content,
+/// with what was learned about them: their scan, their chains' results, and which operators
+/// are false on them. Browsers send the same headers and cookies again and again, and a value
+/// seen before then costs a table lookup instead of transformations, scans and regexes.
+///
+/// Nothing in it depends on anything but the value's bytes and the rule set: the key is the
+/// exact content (a hash only finds the slot; the bytes are compared), only operators without
+/// macros are recorded, and only as false, after they ran. So no request can make another's
+/// verdict differ. Bounded: two generations of at most [`MEMO_ENTRIES`] values and
+/// [`MEMO_BYTES`] bytes; a value used in the current generation moves to it, and a full
+/// generation retires the older one (a least-recently-used approximation). The table's hash
+/// is keyed per process (random keys), so contents cannot be chosen to collide.
+pub(crate) struct Memo {
+    pub uid: u64,
+    young: HashMap<Rc<[u8]>, Rc<Interned>>,
+    old: HashMap<Rc<[u8]>, Rc<Interned>>,
+    young_bytes: usize,
+    pub hits: u64,
+    pub misses: u64,
+}
+
+impl Memo {
+    pub fn new(uid: u64) -> Memo {
+        Memo { uid, young: HashMap::new(), old: HashMap::new(), young_bytes: 0, hits: 0, misses: 0 }
+    }
+
+    /// The entry of `b`, or a new one (`make` shares the bytes). None for long values.
+    fn entry(&mut self, b: &[u8], make: impl FnOnce() -> Rc<[u8]>) -> Option<Rc<Interned>> {
+        if b.len() > MEMO_VALUE_MAX {
+            return None;
+        }
+        if let Some(e) = self.young.get(b) {
+            self.hits += 1;
+            return Some(e.clone());
+        }
+        let e = match self.old.remove(b) {
+            Some(e) => {
+                self.hits += 1;
+                e
+            }
+            None => {
+                self.misses += 1;
+                Rc::new(Interned::new(make()))
+            }
+        };
+        if self.young.len() >= MEMO_ENTRIES || self.young_bytes + b.len() + MEMO_ENTRY_COST > MEMO_BYTES {
+            // The older generation goes; its table's allocation serves the new one.
+            self.old.clear();
+            std::mem::swap(&mut self.old, &mut self.young);
+            self.young_bytes = 0;
+        }
+        self.young_bytes += b.len() + MEMO_ENTRY_COST;
+        self.young.insert(e.raw.clone(), e.clone());
+        Some(e)
+    }
+
+    /// Values held.
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.young.len() + self.old.len()
+    }
 }
 
 /// One collected value of a target list, before any transformation.
@@ -319,6 +455,9 @@ pub(crate) struct Cache {
     big_lits: FxMap<Rc<[u8]>, Satisfied>,
     sqli: FxMap<(usize, usize), Option<Rc<str>>>,
     xss: FxMap<(usize, usize), bool>,
+    /// Entries of transformation results used by this transaction (kept alive: see
+    /// [`Cache::derived`]).
+    held: Vec<Rc<Interned>>,
     /// Every byte string this cache holds, by content: equal values (a header and its
     /// lowercase form when it had no capitals, two chains with the same result) share one
     /// allocation, so the address-keyed memos above compute once per distinct content.
@@ -427,6 +566,7 @@ impl Cache {
             sqli: FxMap::with_capacity_and_hasher(n(32), Default::default()),
             xss: FxMap::with_capacity_and_hasher(n(32), Default::default()),
             contents: Contents::with_capacity_and_hasher(n(128), Default::default()),
+            held: Vec::new(),
             stats: CacheStats::default(),
             group_stats: None,
             pools: Pools::default(),
@@ -442,7 +582,7 @@ impl Cache {
     /// Whether no table grew past [`SPARE_MAX_ENTRIES`]: worth keeping for the next
     /// transaction once cleared.
     pub(crate) fn keepable(&self) -> bool {
-        [self.raw.capacity(), self.tf.capacity(), self.chains.capacity(), self.scans.capacity(), self.contents.capacity(), self.finals.capacity()]
+        [self.raw.capacity(), self.held.capacity(), self.tf.capacity(), self.chains.capacity(), self.scans.capacity(), self.contents.capacity(), self.finals.capacity()]
             .iter()
             .all(|&n| n <= SPARE_MAX_ENTRIES)
     }
@@ -467,9 +607,12 @@ impl Cache {
         for (_, i) in self.raw.drain() {
             put(&mut self.pools.interned, i, |i| {
                 i.scan = std::cell::OnceCell::new();
+                i.fails.get_mut().clear();
+                i.chains.get_mut().clear();
                 true
             });
         }
+        self.held.clear();
         self.tf.clear();
         self.chains.clear();
         self.finals.clear();
@@ -515,7 +658,7 @@ impl Cache {
 
     /// A group of `raw` prepared by `fill`, which adds the changed values to the (emptied,
     /// pooled) vector it is given.
-    pub(crate) fn new_group(&mut self, raw: Rc<Vec<RawItem>>, multi: bool, fill: impl FnOnce(&mut Self, &mut Vec<(usize, Prepared)>)) -> Rc<Group> {
+    pub(crate) fn new_group(&mut self, raw: Rc<Vec<RawItem>>, multi: bool, fill: impl FnOnce(&mut Self, &mut Vec<(usize, Rc<Interned>)>)) -> Rc<Group> {
         let mut pooled = self.pools.groups.pop();
         let mut changed = pooled.as_mut().and_then(Rc::get_mut).map(|g| std::mem::take(&mut g.changed)).unwrap_or_default();
         fill(self, &mut changed);
@@ -623,17 +766,65 @@ impl Cache {
         f.scan.clone()
     }
 
-    /// A shared copy of stable request bytes (one per distinct address).
-    pub fn intern(&mut self, b: &[u8]) -> Rc<Interned> {
+    /// The entry of stable request bytes (one per distinct address): the memo's when it has
+    /// one, else a new one for this transaction.
+    pub fn intern(&mut self, b: &[u8], memo: &mut Memo) -> Rc<Interned> {
         let key = addr_key(b);
         if let Some(i) = self.raw.get(&key) {
             return i.clone();
         }
-        let bytes = if b.len() <= 4096 { byte_set(b) } else { [u64::MAX; 4] };
-        let raw = self.share(b);
-        let i = reuse(&mut self.pools.interned, Interned { raw, bytes, scan: std::cell::OnceCell::new() });
+        let i = match memo.entry(b, || share(&mut self.contents, b)) {
+            Some(e) => e,
+            None => {
+                let raw = self.share(b);
+                reuse(&mut self.pools.interned, Interned::new(raw))
+            }
+        };
         self.raw.insert(key, i.clone());
         i
+    }
+
+    /// The entry of a transformation's result `v` (held by this cache), kept alive for this
+    /// transaction: the address-keyed tables may key its bytes.
+    pub fn derived(&mut self, v: Rc<[u8]>, memo: &mut Memo) -> Rc<Interned> {
+        let e = memo.entry(&v, || v.clone()).unwrap_or_else(|| Rc::new(Interned::new(v.clone())));
+        self.held.push(e.clone());
+        e
+    }
+
+    /// The values of `item` after chain `id` (transformations `tfs`, their `triggers`) where
+    /// they differ from it, given to `out`: for `multi`, every intermediate result that differs
+    /// from the step before. From the memo when the chain ran on the value before.
+    #[allow(clippy::too_many_arguments)]
+    pub fn prepare(&mut self, item: &Rc<Interned>, id: u32, multi: bool, tfs: &[Transform], triggers: &[Option<[u64; 4]>], memo: &mut Memo, out: &mut impl FnMut(Rc<Interned>)) {
+        let key = id | if multi { 0x8000_0000 } else { 0 };
+        let held = &mut self.held;
+        if item.chain_out(key, &mut |e| {
+            held.push(e.clone());
+            out(e);
+        }) {
+            return;
+        }
+        if multi {
+            let mut vals = Vec::new();
+            self.variants(&item.raw, item.bytes, tfs, triggers, |v| vals.push(v));
+            let mut steps = Vec::with_capacity(vals.len());
+            for v in vals {
+                let e = self.derived(v, memo);
+                steps.push(Rc::downgrade(&e));
+                out(e);
+            }
+            item.set_chain_out(key, if steps.is_empty() { ChainOut::Same } else { ChainOut::Steps(steps.into()) });
+            return;
+        }
+        match self.chain(Val::R(item.raw.clone()), id, tfs, triggers, Some(item.bytes)).0 {
+            Val::R(rc) if !Rc::ptr_eq(&rc, &item.raw) => {
+                let e = self.derived(rc, memo);
+                item.set_chain_out(key, ChainOut::One(Rc::downgrade(&e)));
+                out(e);
+            }
+            _ => item.set_chain_out(key, ChainOut::Same),
+        }
     }
 
     /// The scan of `v` (memoized by address).

@@ -6,7 +6,7 @@ use std::borrow::Cow;
 use super::{log, InterruptAction, Interruption, Transaction};
 use crate::actions::{Ctl, Disruptive, SetOp};
 use crate::compile::{EngineMode, Entry, Rule, Ruleset};
-use super::cache::{byte_set, untouched, write_name, Group, Prepared, RawItem, Scan, Val, UNION_MIN};
+use super::cache::{byte_set, untouched, write_name, Group, RawItem, Scan, Val, UNION_MIN};
 use crate::compile::prefilter::Satisfied;
 use crate::compile::quick::Quick;
 use crate::operators::{to_int, Captures, Expand, Operator};
@@ -580,22 +580,15 @@ fn group(t: &Transaction, link: &Rule, head: &Rule) -> Option<std::rc::Rc<Group>
     }
     let list = raw_list(t, sig, mask, link, head)?;
     let mut cache = t.cache.borrow_mut();
+    let mut memo = t.memo.borrow_mut();
     let g = cache.new_group(list.clone(), link.multi_match, |cache, changed| {
         for (i, item) in list.iter().enumerate() {
             if item.v.raw.len() <= 4096 && untouched(&item.v.bytes, &link.chain_trigger) {
                 cache.stats.chains_untouched += 1;
                 continue;
             }
-            if link.multi_match {
-                // As the per-value path: each step whose result differs from its input.
-                cache.variants(&item.v.raw, item.v.bytes, &link.transforms, &link.step_triggers, |val| {
-                    changed.push((i, Prepared { val, scan: std::cell::OnceCell::new() }));
-                });
-            } else if let Val::R(rc) = cache.chain(Val::R(item.v.raw.clone()), link.chain_id, &link.transforms, &link.step_triggers, Some(item.v.bytes)).0 {
-                if !std::rc::Rc::ptr_eq(&rc, &item.v.raw) {
-                    changed.push((i, Prepared { val: rc, scan: std::cell::OnceCell::new() }));
-                }
-            }
+            // As the per-value path; for multiMatch, each step whose result differs from its input.
+            cache.prepare(&item.v, link.chain_id, link.multi_match, &link.transforms, &link.step_triggers, &mut memo, &mut |e| changed.push((i, e)));
         }
     });
     cache.stats.groups_built += 1;
@@ -645,16 +638,17 @@ fn target_items(t: &Transaction, ts: u32, mask: u32, target: &Target, head: &Rul
     let mut values: Vec<Value<'_>> = recycle(std::mem::take(&mut *t.values_scratch.borrow_mut()));
     collect(t, target, Some(head), &mut values);
     let mut cache = t.cache.borrow_mut();
+    let mut memo = t.memo.borrow_mut();
     let mut l = cache.new_list();
     let mut complete = false;
     if let Some(out) = std::rc::Rc::get_mut(&mut l) {
         for v in &values {
             let (prefix, key) = match (&v.name, &v.value, v.stable) {
                 (VName::Plain(n), Cow::Borrowed(_), true) => (*n, None),
-                (VName::Keyed(n, k), Cow::Borrowed(_), true) => (*n, Some(cache.intern(k).raw.clone())),
+                (VName::Keyed(n, k), Cow::Borrowed(_), true) => (*n, Some(cache.intern(k, &mut memo).raw.clone())),
                 _ => break,
             };
-            let v = cache.intern(&v.value);
+            let v = cache.intern(&v.value, &mut memo);
             out.push(RawItem { prefix, key, v });
         }
         complete = out.len() == values.len();
@@ -677,13 +671,13 @@ fn group_union<'g>(t: &Transaction, g: &'g Group) -> &'g Satisfied {
         let mut u = known.unwrap_or_else(|| {
             let mut u = Satisfied::none(t.rs.prefilter.words);
             for item in g.raw.iter() {
-                u.union_with(item.v.scan.get_or_init(|| t.cache.borrow_mut().scan_rc(&item.v.raw, &t.rs.prefilter)).satisfied());
+                u.union_with(item.v.scan(&t.cache, &t.rs.prefilter).satisfied());
             }
             t.cache.borrow_mut().list_unions.insert(key, u.clone());
             u
         });
         for (_, p) in &g.changed {
-            u.union_with(p.scan.get_or_init(|| t.cache.borrow_mut().scan_rc(&p.val, &t.rs.prefilter)).satisfied());
+            u.union_with(p.scan(&t.cache, &t.rs.prefilter).satisfied());
         }
         u
     })
@@ -704,22 +698,25 @@ fn eval_link(t: &Transaction, link: &Rule, head: &Rule, hits: &mut HitPool) {
         }
         let ctx = Ctx::new(t, Some(head));
         let mut caps = Captures::default();
-        for (item, val, scan) in g.values() {
+        for (item, e) in g.values() {
             bump(&t.probe.values);
             let name = |o: &mut String| write_name(item.prefix, &item.key, o);
-            if let Some(req) = &link.prefilter {
-                let scan = scan.get_or_init(|| t.cache.borrow_mut().scan_rc(val, &t.rs.prefilter));
-                if !scan.satisfies(req) {
-                    bump(&t.probe.skipped);
-                    if link.negated {
-                        hits.push(&name, val, link.capture.then_some(&[][..]));
-                    }
-                    continue;
+            let known_false = link.memo_bit.is_some_and(|b| e.failed(b));
+            let possible = !known_false && link.prefilter.as_ref().is_none_or(|req| e.scan(&t.cache, &t.rs.prefilter).satisfies(req));
+            let m = if possible {
+                op_matches(t, link, &ctx, &Val::R(e.raw.clone()), true, &mut caps, false) != link.negated
+            } else {
+                bump(&t.probe.skipped);
+                caps.0.clear();
+                false
+            };
+            if !m {
+                if let (false, Some(b)) = (known_false, link.memo_bit) {
+                    e.set_failed(b);
                 }
             }
-            let v = Val::R(val.clone());
-            if op_matches(t, link, &ctx, &v, true, &mut caps, false) {
-                hits.push(&name, val, link.capture.then_some(&caps.0[..]));
+            if m != link.negated {
+                hits.push(&name, &e.raw, link.capture.then_some(&caps.0[..]));
             }
         }
         return;

@@ -57,7 +57,33 @@ thread_local! {
     /// Emptied memo tables of the request phases and of the response phases, each kept for the
     /// next transaction's same phases (see [`Transaction::end_request_phases`]).
     static SPARE_CACHES: std::cell::RefCell<[Option<cache::Cache>; 2]> = const { std::cell::RefCell::new([None, None]) };
+    /// The [`cache::Memo`]s of the last rule sets this thread ran (most recent last), shared
+    /// by the transactions in flight.
+    static MEMOS: std::cell::RefCell<Vec<std::rc::Rc<std::cell::RefCell<cache::Memo>>>> = const { std::cell::RefCell::new(Vec::new()) };
 }
+
+/// The memo of rule set `uid` on this thread (made when new; see [`MEMOS`]).
+fn memo_for(uid: u64) -> std::rc::Rc<std::cell::RefCell<cache::Memo>> {
+    MEMOS
+        .try_with(|m| {
+            let mut m = m.try_borrow_mut().ok()?;
+            let found = match m.iter().position(|x| x.borrow().uid == uid) {
+                Some(i) => m.remove(i),
+                None => std::rc::Rc::new(std::cell::RefCell::new(cache::Memo::new(uid))),
+            };
+            if m.len() >= MEMOS_MAX {
+                m.remove(0);
+            }
+            m.push(found.clone());
+            Some(found)
+        })
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| std::rc::Rc::new(std::cell::RefCell::new(cache::Memo::new(uid))))
+}
+
+/// Rule sets whose memo a thread keeps (a VM runs one plugin configuration, seldom a few).
+const MEMOS_MAX: usize = 4;
 
 /// Which phases a cache serves (an index into `SPARE_CACHES`).
 const REQUEST_SIDE: usize = 0;
@@ -197,6 +223,8 @@ pub struct Transaction {
     /// Whose tables `cache` is: `REQUEST_SIDE`, or `RESPONSE_SIDE` once the request phases'
     /// were handed on after phase 2.
     cache_side: usize,
+    /// What earlier transactions of this rule set on this thread learned about values.
+    memo: std::rc::Rc<std::cell::RefCell<cache::Memo>>,
     /// The allocation of the value list of rules that do not share one (see `eval::recycle`).
     values_scratch: std::cell::RefCell<Vec<eval::Value<'static>>>,
     /// Reused match buffers.
@@ -250,6 +278,7 @@ impl Transaction {
             request_body_full: false,
             response_body_full: false,
             cache: std::cell::RefCell::new(spare_cache(REQUEST_SIDE, rs.rule_count())),
+            memo: memo_for(rs.uid),
             cache_side: REQUEST_SIDE,
             hit_pool: spare.hits,
             setvar_buf: Vec::new(),

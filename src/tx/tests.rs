@@ -592,3 +592,69 @@ SecMarker END
     assert_eq!(blocked_by(&rs, "GET", "/", &[], b""), Some(4));
     assert_eq!(blocked_by(&rs, "POST", "/", &[], b""), None);
 }
+
+/// What a thread's transactions learn about values (`cache::Memo`: scans, chain results,
+/// operators found false) changes no verdict: known values skip the work, and a rule still
+/// matches a value other rules found benign.
+#[test]
+fn values_seen_before_decide_as_the_first_time() {
+    let rs = rules(
+        r#"SecRuleEngine On
+SecRule ARGS "@rx (?i)evil.*[0-9]{3}" "id:1,phase:1,deny,status:403,t:none,t:urlDecodeUni,t:lowercase"
+SecRule ARGS "@rx worse.*[0-9]{3}" "id:2,phase:1,deny,status:403,t:none,t:urlDecodeUni,multiMatch"
+SecRule REQUEST_HEADERS:User-Agent "@pm nikto" "id:3,phase:1,deny,status:403,t:lowercase"
+"#,
+    );
+    let ua = [("User-Agent", "Mozilla/5.0 (X11)")];
+    let runs = |uri: &str| {
+        let mut tx = Transaction::new(rs.clone(), "m".into());
+        tx.enable_profile();
+        tx.process_uri(uri, "GET", "HTTP/1.1");
+        tx.add_request_header(b"User-Agent", ua[0].1.as_bytes());
+        let blocked = tx.process_request_headers().and_then(|i| i.rule_id);
+        let p = tx.take_profile().unwrap();
+        (blocked, p.rules.values().map(|r| r.ran).sum::<u64>())
+    };
+    // First time the operators run; "WoRsE" has "worse" nowhere, "w%6Frse-123" decodes to "worse-123".
+    assert_eq!(runs("/?a=hello&b=WoRsE").0, None);
+    // Seen before: no operator runs at all.
+    assert_eq!(runs("/?a=hello&b=WoRsE"), (None, 0));
+    assert_eq!(blocked_by(&rs, "GET", "/?b=WoRsE&c=wo+rse", &ua, b""), None);
+    for _ in 0..2 {
+        assert_eq!(blocked_by(&rs, "GET", "/?a=hello&b=w%6Frse-123", &ua, b""), Some(2));
+        assert_eq!(blocked_by(&rs, "GET", "/?a=hello&b=E%56il-123", &ua, b""), Some(1));
+        assert_eq!(blocked_by(&rs, "GET", "/?a=hello", &[("User-Agent", "Nikto/2.5")], b""), Some(3));
+    }
+    // A known value in a new request, next to an unknown one that both regexes must read.
+    assert_eq!(runs("/?a=hello&z=5-evil-worse-5"), (None, 2));
+    assert_eq!(runs("/?a=hello&z=5-evil-worse-5"), (None, 0));
+    assert_eq!(blocked_by(&rs, "GET", "/?a=5-evil-worse-5&b=EVIL-000", &ua, b""), Some(1));
+}
+
+/// Two rule sets on one thread number their operators alike: what one learned about a value
+/// is never read with the other's rules.
+#[test]
+fn rule_sets_do_not_share_what_they_learned() {
+    let foo = rules("SecRuleEngine On\nSecRule ARGS \"@rx foo\" \"id:1,phase:1,deny,status:403\"");
+    let bar = rules("SecRuleEngine On\nSecRule ARGS \"@rx bar\" \"id:1,phase:1,deny,status:403\"");
+    for _ in 0..3 {
+        assert_eq!(blocked_by(&foo, "GET", "/?a=bar", &[], b""), None);
+        assert_eq!(blocked_by(&bar, "GET", "/?a=bar", &[], b""), Some(1));
+        assert_eq!(blocked_by(&bar, "GET", "/?a=foo", &[], b""), None);
+        assert_eq!(blocked_by(&foo, "GET", "/?a=foo", &[], b""), Some(1));
+    }
+}
+
+/// Unique values by the thousand: the memo stays within its bound and still decides.
+#[test]
+fn the_memo_of_values_is_bounded() {
+    let rs = rules("SecRuleEngine On\nSecRule ARGS \"@rx ^attack\" \"id:1,phase:1,deny,status:403,t:lowercase\"");
+    for r in 0..120 {
+        let uri = format!("/?{}", (0..100).map(|i| format!("k{i}=Value{r}x{i}")).collect::<Vec<_>>().join("&"));
+        assert_eq!(blocked_by(&rs, "GET", &uri, &[], b""), None);
+    }
+    let tx = Transaction::new(rs.clone(), "b".into());
+    let held = tx.memo.borrow().len();
+    assert!(held > 0 && held <= 2 * cache::MEMO_ENTRIES, "{held}");
+    assert_eq!(blocked_by(&rs, "GET", "/?k0=Value1x0&k1=ATTACK", &[], b""), Some(1));
+}
