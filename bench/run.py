@@ -122,18 +122,18 @@ ALL_TARGETS = [
     ("modsec-crs-pl2", "nginx+ModSecurity CRS PL2", "nginx", 2),
 ]
 # name, label, body file (None: GET)
-ALL_SHAPES = [("get", "GET", None), ("post1k", "POST 1 KB", "peers:body-1k.json"),
+ALL_SHAPES = [("get", "GET", None), ("get-varied", "GET, new values", None), ("post1k", "POST 1 KB", "peers:body-1k.json"),
               ("post10k", "POST 10 KB", "bench:data/body-10k.json"),
               ("post50k", "POST 50 KB", "bench:data/body-50k.json")]
 POST_PATH = "/api/v1/orders"
 
 MODES = {
     "full": dict(targets=[t[0] for t in ALL_TARGETS if t[0] != "wafer-protect-only"], shapes=[s[0] for s in ALL_SHAPES],
-                 rate_shapes=[s[0] for s in ALL_SHAPES], duration=10, warmup=2, rate_duration=12,
-                 ready_runs=3, ref_duration=4, budget=1140, retries=2, worker_duration=5),
+                 rate_shapes=["get", "post1k", "post10k", "post50k"], duration=10, warmup=2, rate_duration=12,
+                 ready_runs=3, ref_duration=4, budget=1320, retries=2, worker_duration=5),
     "quick": dict(targets=["envoy", "wafer-headers-only", "wafer-targeted", "wafer-crs-pl1"],
-                  shapes=["get", "post1k"], rate_shapes=["get"], duration=5, warmup=1, rate_duration=5,
-                  ready_runs=1, ref_duration=3, budget=170, retries=1, worker_duration=3),
+                  shapes=["get", "get-varied", "post1k"], rate_shapes=["get"], duration=5, warmup=1, rate_duration=5,
+                  ready_runs=1, ref_duration=3, budget=200, retries=1, worker_duration=3),
 }
 
 # Per-worker memory: these targets are started again at --concurrency 1 and 2 (own ports).
@@ -605,7 +605,7 @@ class Bench:
     def request_once(self, port, shape):
         name, _, _ = shape
         hdrs = dict(self.headers)
-        if name == "get":
+        if name.startswith("get"):
             return http_get(port, self.get_path, hdrs, timeout=10)
         hdrs["Content-Type"] = "application/json"
         body = open(self.bodies[name], "rb").read()
@@ -749,9 +749,10 @@ class Bench:
 
     def wrk_argv(self, name, shape, duration, conns=None):
         sname = shape[0]
-        e = {"WRK_HEADERS_FILE": self.headers_file, "WRK_METHOD": "GET" if sname == "get" else "POST",
-             "WRK_PATH": self.get_path if sname == "get" else POST_PATH,
-             "WRK_BODY_FILE": self.bodies.get(sname, "")}
+        get = sname.startswith("get")
+        e = {"WRK_HEADERS_FILE": self.headers_file, "WRK_METHOD": "GET" if get else "POST",
+             "WRK_PATH": self.get_path if get else POST_PATH,
+             "WRK_BODY_FILE": self.bodies.get(sname, ""), "WRK_VARY": "1" if sname == "get-varied" else ""}
         argv = ["taskset", "-c", self.aux, "wrk", "-t1", f"-c{conns or self.conns}", f"-d{duration}s", "--timeout", "30s",
                 "-s", os.path.join(HERE, "conf", "wrk.lua"), f"http://127.0.0.1:{self.ports[name][0]}"]
         return argv, e

@@ -1,6 +1,8 @@
 -- wrk script of `make bench`. Environment: WRK_METHOD (GET), WRK_PATH (/),
 -- WRK_HEADERS_FILE ("Name: value" per line), WRK_BODY_FILE (request body, sent with
--- Content-Type: application/json). Prints one line "WRK_JSON {...}" (latencies in us).
+-- Content-Type: application/json), WRK_VARY ("1": every request gets new query-argument and
+-- cookie values, the base values with the request's number appended, as different users and
+-- searches would send; headers otherwise stay). Prints one line "WRK_JSON {...}" (latencies in us).
 local function readfile(p)
   local f = assert(io.open(p, "rb")); local s = f:read("*a"); f:close(); return s
 end
@@ -17,6 +19,22 @@ local bf = os.getenv("WRK_BODY_FILE")
 if bf and bf ~= "" then
   wrk.body = readfile(bf)
   wrk.headers["Content-Type"] = "application/json"
+end
+
+if os.getenv("WRK_VARY") == "1" then
+  local n = 0
+  local base_path, base_cookie = wrk.path, wrk.headers["Cookie"]
+  request = function()
+    n = n + 1
+    local tag = tostring(n)
+    local path = (base_path:gsub("=([^&]*)", function(v) return "=" .. v .. tag end))
+    local h = {}
+    for k, v in pairs(wrk.headers) do h[k] = v end
+    if base_cookie then
+      h["Cookie"] = (base_cookie:gsub("=([^;]*)", function(v) return "=" .. v .. tag end))
+    end
+    return wrk.format(nil, path, h)
+  end
 end
 
 done = function(summary, latency, requests)

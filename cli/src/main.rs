@@ -18,8 +18,9 @@ fn usage() -> ExitCode {
   wafer check-rules FILE.conf
   wafer eval CONFIG.json METHOD URI [Header: value]... [--body FILE] [--response FILE]
                                     (--response: also phases 3-5 for a 200 text/html with that body)
-  wafer time CONFIG.json N METHOD URI [Header: value]... [--body FILE] [--response FILE] [--evict]
-                                    mean time per request (--evict: other code run between requests, as in a busy proxy)
+  wafer time CONFIG.json N METHOD URI [Header: value]... [--body FILE] [--response FILE] [--evict] [--vary]
+                                    mean time per request (--evict: other code run between requests, as in a busy proxy;
+                                    --vary: every request's query and cookie values new, as make bench's GET with new values)
   wafer profile CONFIG.json N METHOD URI [Header: value]... [--body FILE] [--response FILE] [--top K]  per-rule time, memoization, rewrite candidates
   wafer crs-test --native [--tests DIR] [--filter REGEX] [-v]
   wafer crs-requests [--tests DIR]      JSON lines {{id, raw (base64)}} of every CRS test stage
@@ -79,10 +80,21 @@ fn check_rules(path: &str) -> Result<(), String> {
 fn time_eval(args: &[String]) -> Result<(), String> {
     let n: u32 = args[1].parse().map_err(|_| "N must be a number")?;
     let evicting = args.iter().any(|a| a == "--evict");
+    let varying = args.iter().any(|a| a == "--vary");
     let mut rest = vec![args[0].clone()];
-    rest.extend(args[2..].iter().filter(|a| *a != "--evict").cloned());
+    rest.extend(args[2..].iter().filter(|a| *a != "--evict" && *a != "--vary").cloned());
     run_eval(&rest, false, None)?; // compile and warm up outside the timed loop
     let per = |el: std::time::Duration| el.as_secs_f64() * 1e6 / f64::from(n);
+    if varying {
+        // The requests are made before the clock starts.
+        let all: Vec<Vec<String>> = (1..=n).map(|i| vary(&rest, i)).collect();
+        let start = std::time::Instant::now();
+        for r in &all {
+            run_eval(r, false, None)?;
+        }
+        println!("{n} requests with new values, {:.1} us each", per(start.elapsed()));
+        return Ok(());
+    }
     if !evicting {
         let start = std::time::Instant::now();
         for _ in 0..n {
@@ -108,6 +120,32 @@ fn time_eval(args: &[String]) -> Result<(), String> {
         per(alone)
     );
     Ok(())
+}
+
+/// `rest` (CONFIG METHOD URI headers...) with request number `i` appended to every query value
+/// and cookie value (as bench/conf/wrk.lua's WRK_VARY).
+fn vary(rest: &[String], i: u32) -> Vec<String> {
+    let tag = i.to_string();
+    let append = |text: &str, sep: char| -> String {
+        text.split(sep)
+            .map(|part| if part.contains('=') { format!("{part}{tag}") } else { part.to_string() })
+            .collect::<Vec<_>>()
+            .join(&sep.to_string())
+    };
+    let mut out = rest.to_vec();
+    if let Some(uri) = out.get_mut(2) {
+        if let Some((path, query)) = uri.split_once('?') {
+            *uri = format!("{path}?{}", append(query, '&'));
+        }
+    }
+    for h in out.iter_mut().skip(3) {
+        if let Some((k, v)) = h.split_once(':') {
+            if k.trim().eq_ignore_ascii_case("cookie") {
+                *h = format!("{k}: {}", append(v.trim(), ';'));
+            }
+        }
+    }
+    out
 }
 
 /// Other work to run between two timed requests: a small rule set compiled with its regexes

@@ -284,6 +284,8 @@ pub(crate) struct Interned {
     fails: std::cell::RefCell<Vec<u64>>,
     /// What chains (by id) made of this value (see [`ChainOut`]).
     chains: std::cell::RefCell<Vec<(u32, ChainOut)>>,
+    /// In the memo: `fails` and `chains` are worth recording (else they are left empty).
+    kept: bool,
 }
 
 /// A chain's result on a value, as recorded: results are held weakly (a dropped one is
@@ -297,9 +299,9 @@ enum ChainOut {
 }
 
 impl Interned {
-    fn new(raw: Rc<[u8]>) -> Interned {
+    fn new(raw: Rc<[u8]>, kept: bool) -> Interned {
         let bytes = if raw.len() <= 4096 { byte_set(&raw) } else { [u64::MAX; 4] };
-        Interned { raw, bytes, scan: std::cell::OnceCell::new(), fails: Default::default(), chains: Default::default() }
+        Interned { raw, bytes, scan: std::cell::OnceCell::new(), fails: Default::default(), chains: Default::default(), kept }
     }
 
     /// Whether the operator numbered `bit` was found false on this value.
@@ -311,6 +313,9 @@ impl Interned {
     /// Records that the operator numbered `bit` is false on this value (a pure operator only:
     /// the entry is read by later transactions).
     pub fn set_failed(&self, bit: u32) {
+        if !self.kept {
+            return;
+        }
         let b = bit as usize;
         let mut f = self.fails.borrow_mut();
         if f.len() <= b / 64 {
@@ -337,6 +342,9 @@ impl Interned {
     }
 
     fn set_chain_out(&self, id: u32, out: ChainOut) {
+        if !self.kept {
+            return;
+        }
         let mut c = self.chains.borrow_mut();
         match c.iter_mut().find(|(i, _)| *i == id) {
             Some(slot) => slot.1 = out,
@@ -356,6 +364,8 @@ pub(crate) const MEMO_VALUE_MAX: usize = 4096;
 /// Values and bytes of a [`Memo`] generation.
 pub(crate) const MEMO_ENTRIES: usize = 4096;
 const MEMO_BYTES: usize = 1 << 20;
+/// Bits of the [`Memo`]'s doorkeeper (8 KiB).
+const MEMO_SEEN: usize = 1 << 16;
 /// What an entry costs besides its bytes (the entry, its table slot, its scan, its bits).
 const MEMO_ENTRY_COST: usize = 256;
 
@@ -373,6 +383,13 @@ const MEMO_ENTRY_COST: usize = 256;
 /// is keyed per process (random keys), so contents cannot be chosen to collide.
 pub(crate) struct Memo {
     pub uid: u64,
+    /// The doorkeeper: one bit per hash slot, set by the values seen once. A value enters the
+    /// memo when it comes a second time (or shares a slot with one seen before), so values seen
+    /// only once (a search term, a session's first request) cost no entry and push out none.
+    seen: Box<[u64]>,
+    /// Bits set in `seen`.
+    seen_bits: usize,
+    keys: std::collections::hash_map::RandomState,
     young: HashMap<Rc<[u8]>, Rc<Interned>>,
     old: HashMap<Rc<[u8]>, Rc<Interned>>,
     young_bytes: usize,
@@ -382,7 +399,7 @@ pub(crate) struct Memo {
 
 impl Memo {
     pub fn new(uid: u64) -> Memo {
-        Memo { uid, young: HashMap::new(), old: HashMap::new(), young_bytes: 0, hits: 0, misses: 0 }
+        Memo { uid, seen: vec![0; MEMO_SEEN / 64].into_boxed_slice(), seen_bits: 0, keys: Default::default(), young: HashMap::new(), old: HashMap::new(), young_bytes: 0, hits: 0, misses: 0 }
     }
 
     /// The entry of `b`, or a new one (`make` shares the bytes). None for long values.
@@ -401,7 +418,22 @@ impl Memo {
             }
             None => {
                 self.misses += 1;
-                Rc::new(Interned::new(make()))
+                let h = std::hash::BuildHasher::hash_one(&self.keys, b) as usize % MEMO_SEEN;
+                let (word, bit) = (h / 64, 1u64 << (h % 64));
+                match self.seen.get_mut(word) {
+                    Some(w) if *w & bit == 0 => {
+                        // First sighting (as far as the doorkeeper knows): not kept yet.
+                        *w |= bit;
+                        self.seen_bits += 1;
+                        if self.seen_bits > MEMO_SEEN / 2 {
+                            // Half full: it would soon admit anything; start again.
+                            self.seen.fill(0);
+                            self.seen_bits = 0;
+                        }
+                        return None;
+                    }
+                    _ => Rc::new(Interned::new(make(), true)),
+                }
             }
         };
         if self.young.len() >= MEMO_ENTRIES || self.young_bytes + b.len() + MEMO_ENTRY_COST > MEMO_BYTES {
@@ -607,12 +639,15 @@ impl Cache {
         for (_, i) in self.raw.drain() {
             put(&mut self.pools.interned, i, |i| {
                 i.scan = std::cell::OnceCell::new();
-                i.fails.get_mut().clear();
-                i.chains.get_mut().clear();
                 true
             });
         }
-        self.held.clear();
+        for i in self.held.drain(..) {
+            put(&mut self.pools.interned, i, |i| {
+                i.scan = std::cell::OnceCell::new();
+                true
+            });
+        }
         self.tf.clear();
         self.chains.clear();
         self.finals.clear();
@@ -773,11 +808,15 @@ impl Cache {
         if let Some(i) = self.raw.get(&key) {
             return i.clone();
         }
-        let i = match memo.entry(b, || share(&mut self.contents, b)) {
+        let counts = (memo.hits, memo.misses);
+        let found = memo.entry(b, || share(&mut self.contents, b));
+        self.stats.memo_hits += memo.hits - counts.0;
+        self.stats.memo_misses += memo.misses - counts.1;
+        let i = match found {
             Some(e) => e,
             None => {
                 let raw = self.share(b);
-                reuse(&mut self.pools.interned, Interned::new(raw))
+                reuse(&mut self.pools.interned, Interned::new(raw, false))
             }
         };
         self.raw.insert(key, i.clone());
@@ -787,7 +826,11 @@ impl Cache {
     /// The entry of a transformation's result `v` (held by this cache), kept alive for this
     /// transaction: the address-keyed tables may key its bytes.
     pub fn derived(&mut self, v: Rc<[u8]>, memo: &mut Memo) -> Rc<Interned> {
-        let e = memo.entry(&v, || v.clone()).unwrap_or_else(|| Rc::new(Interned::new(v.clone())));
+        let counts = (memo.hits, memo.misses);
+        let found = memo.entry(&v, || v.clone());
+        self.stats.memo_hits += memo.hits - counts.0;
+        self.stats.memo_misses += memo.misses - counts.1;
+        let e = found.unwrap_or_else(|| reuse(&mut self.pools.interned, Interned::new(v.clone(), false)));
         self.held.push(e.clone());
         e
     }

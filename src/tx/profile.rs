@@ -41,6 +41,10 @@ pub struct CacheStats {
     pub libinjection_reused: u64,
     pub groups_built: u64,
     pub groups_reused: u64,
+    /// Values (request values and transformation results) found in the memo of earlier
+    /// transactions, and not found.
+    pub memo_hits: u64,
+    pub memo_misses: u64,
 }
 
 impl RuleStat {
@@ -67,6 +71,8 @@ impl CacheStats {
         self.libinjection_reused += o.libinjection_reused;
         self.groups_built += o.groups_built;
         self.groups_reused += o.groups_reused;
+        self.memo_hits += o.memo_hits;
+        self.memo_misses += o.memo_misses;
     }
 }
 
@@ -189,6 +195,7 @@ impl Profile {
         row(&mut out, "prefilter scans (value)", c.scans_computed, c.scans_reused);
         row(&mut out, "libinjection verdicts (value)", c.libinjection_computed, c.libinjection_reused);
         row(&mut out, "prepared groups (targets, chain)", c.groups_built, c.groups_reused);
+        row(&mut out, "values known from earlier transactions (memo)", c.memo_misses, c.memo_hits);
 
         let _ = writeln!(out, "\n## Hot (targets, chain) groups (per transaction)\n");
         let _ = writeln!(out, "| targets and chain | rules using it | values |");

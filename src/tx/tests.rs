@@ -594,8 +594,8 @@ SecMarker END
 }
 
 /// What a thread's transactions learn about values (`cache::Memo`: scans, chain results,
-/// operators found false) changes no verdict: known values skip the work, and a rule still
-/// matches a value other rules found benign.
+/// operators found false) changes no verdict: values seen before skip the work, and a rule
+/// still matches a value other rules found benign.
 #[test]
 fn values_seen_before_decide_as_the_first_time() {
     let rs = rules(
@@ -617,7 +617,8 @@ SecRule REQUEST_HEADERS:User-Agent "@pm nikto" "id:3,phase:1,deny,status:403,t:l
     };
     // First time the operators run; "WoRsE" has "worse" nowhere, "w%6Frse-123" decodes to "worse-123".
     assert_eq!(runs("/?a=hello&b=WoRsE").0, None);
-    // Seen before: no operator runs at all.
+    // A value enters the memo the second time it comes; the third time no operator runs.
+    assert_eq!(runs("/?a=hello&b=WoRsE").0, None);
     assert_eq!(runs("/?a=hello&b=WoRsE"), (None, 0));
     assert_eq!(blocked_by(&rs, "GET", "/?b=WoRsE&c=wo+rse", &ua, b""), None);
     for _ in 0..2 {
@@ -626,6 +627,7 @@ SecRule REQUEST_HEADERS:User-Agent "@pm nikto" "id:3,phase:1,deny,status:403,t:l
         assert_eq!(blocked_by(&rs, "GET", "/?a=hello", &[("User-Agent", "Nikto/2.5")], b""), Some(3));
     }
     // A known value in a new request, next to an unknown one that both regexes must read.
+    assert_eq!(runs("/?a=hello&z=5-evil-worse-5"), (None, 2));
     assert_eq!(runs("/?a=hello&z=5-evil-worse-5"), (None, 2));
     assert_eq!(runs("/?a=hello&z=5-evil-worse-5"), (None, 0));
     assert_eq!(blocked_by(&rs, "GET", "/?a=5-evil-worse-5&b=EVIL-000", &ua, b""), Some(1));
