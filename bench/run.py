@@ -1189,7 +1189,9 @@ def markdown(d, png):
              f"Max throughput: wrk, 1 thread, {meta['conns']} connections, {meta['duration_s']} s after a "
              f"{meta['warmup_s']} s warm-up. Latency: oha `-q {meta['rate']} --latency-correction`, "
              f"{meta['rate_conns']} connections, {meta['rate_duration_s']} s. "
-             f"GET `{meta['get_path'][:60]}…` with {len(meta['headers'])} browser headers incl. Cookie; POSTs to "
+             f"GET `{meta['get_path'][:60]}…` with {len(meta['headers'])} browser headers incl. Cookie; "
+             f"GET, new values: the same with the request's number appended to every query and cookie value "
+             f"(values wafer has not seen; the headers repeat, as a browser's do); POSTs to "
              f"`{meta['post_path']}` (application/json): "
              + ", ".join(f"{slabels[k]} = {v['bytes']:,} B" for k, v in meta["bodies"].items()) + ". "
              f"Every response must be the upstream's 200, else the cell is INVALID. Runtime {meta['runtime_s']} s.")
