@@ -40,8 +40,9 @@ pub enum Quick {
     /// that group is built in this phase (always without removals: every value the rule
     /// could read is in it), the rule cannot match when the group has no
     /// values, or when the union of its values' scans lacks `req` (the link's prefilter
-    /// requirement; None when it has none or is negated).
-    Group { slot: u32, req: Option<Requirement> },
+    /// requirement; None when it has none or is negated), or when the group knows the
+    /// link's operator is false on every value (`bit`: its `memo_bit`; None when negated).
+    Group { slot: u32, req: Option<Requirement>, bit: Option<u32> },
     /// A rule of phase 1's request-independent prefix (see [`Index::pre_end`]): it reads
     /// and writes only TX, so its effect is the same for every request. The first
     /// transaction computes the prefix's TX once per rule set (`tx::eval::pre_apply`); every
@@ -58,7 +59,7 @@ impl Quick {
             };
         }
         match r.group_slot {
-            Some(slot) => Quick::Group { slot, req: r.prefilter.filter(|_| !r.negated) },
+            Some(slot) => Quick::Group { slot, req: r.prefilter.filter(|_| !r.negated), bit: r.memo_bit.filter(|_| !r.negated) },
             None => Quick::Eval,
         }
     }

@@ -195,6 +195,13 @@ pub(crate) struct Group {
     /// requirement none meets skips the group at once (a 10 KB JSON body has ~1,000 values
     /// and ~150 rules read them).
     pub union: std::cell::OnceCell<Satisfied>,
+    /// Its `Rule::group_slot` when it has one (no runtime removals).
+    pub slot: Option<u32>,
+    /// Operators (by `Rule::memo_bit`) known false on every value.
+    pub fails: std::cell::RefCell<Vec<u64>>,
+    /// The id of its slot's record in the memo that describes it (0: none; see
+    /// [`Memo::group_record`]).
+    pub record: std::cell::Cell<u64>,
 }
 
 /// Smallest group worth a union of its values' scans (measured: 8 to 16 best on the CRS GET,
@@ -202,6 +209,11 @@ pub(crate) struct Group {
 pub(crate) const UNION_MIN: usize = 8;
 
 impl Group {
+    /// Whether operator `bit` is known false on every value.
+    pub fn all_failed(&self, bit: u32) -> bool {
+        has_bit(&self.fails.borrow(), bit)
+    }
+
     /// How many values [`Group::values`] gives.
     pub fn len(&self) -> usize {
         if self.multi {
@@ -306,23 +318,14 @@ impl Interned {
 
     /// Whether the operator numbered `bit` was found false on this value.
     pub fn failed(&self, bit: u32) -> bool {
-        let b = bit as usize;
-        self.fails.borrow().get(b / 64).is_some_and(|w| w & (1u64 << (b % 64)) != 0)
+        has_bit(&self.fails.borrow(), bit)
     }
 
     /// Records that the operator numbered `bit` is false on this value (a pure operator only:
     /// the entry is read by later transactions).
     pub fn set_failed(&self, bit: u32) {
-        if !self.kept {
-            return;
-        }
-        let b = bit as usize;
-        let mut f = self.fails.borrow_mut();
-        if f.len() <= b / 64 {
-            f.resize(b / 64 + 1, 0);
-        }
-        if let Some(w) = f.get_mut(b / 64) {
-            *w |= 1u64 << (b % 64);
+        if self.kept {
+            set_bit(&mut self.fails.borrow_mut(), bit);
         }
     }
 
@@ -330,13 +333,17 @@ impl Interned {
     /// none is recorded or one was dropped.
     fn chain_out(&self, id: u32, out: &mut impl FnMut(Rc<Interned>)) -> bool {
         let c = self.chains.borrow();
-        let Some((_, found)) = c.iter().find(|(i, _)| *i == id) else { return false };
-        match found {
-            ChainOut::Same => true,
-            ChainOut::One(w) => w.upgrade().map(out).is_some(),
-            ChainOut::Steps(ws) => {
-                let all: Option<Vec<Rc<Interned>>> = ws.iter().map(std::rc::Weak::upgrade).collect();
-                all.map(|all| all.into_iter().for_each(out)).is_some()
+        let Ok(at) = c.binary_search_by_key(&id, |(i, _)| *i) else { return false };
+        match c.get(at).map(|(_, o)| o) {
+            None => false,
+            Some(ChainOut::Same) => true,
+            Some(ChainOut::One(w)) => w.upgrade().map(out).is_some(),
+            Some(ChainOut::Steps(ws)) => {
+                if ws.iter().any(|w| w.strong_count() == 0) {
+                    return false;
+                }
+                ws.iter().filter_map(std::rc::Weak::upgrade).for_each(out);
+                true
             }
         }
     }
@@ -345,10 +352,15 @@ impl Interned {
         if !self.kept {
             return;
         }
+        // Sorted by id (looked up by binary search).
         let mut c = self.chains.borrow_mut();
-        match c.iter_mut().find(|(i, _)| *i == id) {
-            Some(slot) => slot.1 = out,
-            None => c.push((id, out)),
+        match c.binary_search_by_key(&id, |(i, _)| *i) {
+            Ok(at) => {
+                if let Some(slot) = c.get_mut(at) {
+                    slot.1 = out;
+                }
+            }
+            Err(at) => c.insert(at, (id, out)),
         }
     }
 
@@ -364,6 +376,40 @@ pub(crate) const MEMO_VALUE_MAX: usize = 4096;
 /// Values and bytes of a [`Memo`] generation.
 pub(crate) const MEMO_ENTRIES: usize = 4096;
 const MEMO_BYTES: usize = 1 << 20;
+/// A group's values and what is known of all of them together (see [`Memo::group_record`]).
+#[derive(Clone)]
+pub(crate) struct GroupRecord {
+    /// Distinct for every record of the memo (see `Group::record`).
+    pub id: u64,
+    /// The raw values' entries, in order.
+    raw: Vec<Rc<Interned>>,
+    /// As `Group::changed`.
+    pub changed: Vec<(usize, Rc<Interned>)>,
+    pub union: Option<Satisfied>,
+    /// Operators (by `Rule::memo_bit`) false on every value.
+    pub fails: Vec<u64>,
+}
+
+/// Sets bit `bit` of `words`, growing them as needed.
+fn set_bit(words: &mut Vec<u64>, bit: u32) {
+    let b = bit as usize;
+    if words.len() <= b / 64 {
+        words.resize(b / 64 + 1, 0);
+    }
+    if let Some(w) = words.get_mut(b / 64) {
+        *w |= 1u64 << (b % 64);
+    }
+}
+
+/// Whether bit `bit` of `words` is set.
+fn has_bit(words: &[u64], bit: u32) -> bool {
+    let b = bit as usize;
+    words.get(b / 64).is_some_and(|w| w & (1u64 << (b % 64)) != 0)
+}
+
+/// Largest group a [`Memo`] keeps a record of (a GET's groups have ~30 values, a 1 KB JSON
+/// POST's up to ~150; a large body's thousands are not worth holding).
+const MEMO_GROUP_MAX: usize = 512;
 /// Bits of the [`Memo`]'s doorkeeper (8 KiB).
 const MEMO_SEEN: usize = 1 << 16;
 /// What an entry costs besides its bytes (the entry, its table slot, its scan, its bits).
@@ -393,13 +439,17 @@ pub(crate) struct Memo {
     young: HashMap<Rc<[u8]>, Rc<Interned>>,
     old: HashMap<Rc<[u8]>, Rc<Interned>>,
     young_bytes: usize,
+    /// By group slot: what the last group of that slot learned (see [`Memo::group_record`]).
+    groups: Vec<Option<Rc<GroupRecord>>>,
+    /// The id of the last record made.
+    next_record: u64,
     pub hits: u64,
     pub misses: u64,
 }
 
 impl Memo {
     pub fn new(uid: u64) -> Memo {
-        Memo { uid, seen: vec![0; MEMO_SEEN / 64].into_boxed_slice(), seen_bits: 0, keys: Default::default(), young: HashMap::new(), old: HashMap::new(), young_bytes: 0, hits: 0, misses: 0 }
+        Memo { uid, seen: vec![0; MEMO_SEEN / 64].into_boxed_slice(), seen_bits: 0, keys: Default::default(), young: HashMap::new(), old: HashMap::new(), young_bytes: 0, groups: Vec::new(), next_record: 0, hits: 0, misses: 0 }
     }
 
     /// The entry of `b`, or a new one (`make` shares the bytes). None for long values.
@@ -445,6 +495,59 @@ impl Memo {
         self.young_bytes += b.len() + MEMO_ENTRY_COST;
         self.young.insert(e.raw.clone(), e.clone());
         Some(e)
+    }
+
+    /// What the last group of `slot` learned, when it was built from the very same values
+    /// (the same entries, in order): its changed values, union and operators known false on
+    /// every value, all functions of those values. The record holds its entries, so their
+    /// addresses name them.
+    pub fn group_record(&self, slot: Option<u32>, raw: &[RawItem]) -> Option<Rc<GroupRecord>> {
+        let r = self.groups.get(slot? as usize)?.as_ref()?;
+        (r.raw.len() == raw.len() && r.raw.iter().zip(raw).all(|(a, b)| Rc::ptr_eq(a, &b.v))).then(|| r.clone())
+    }
+
+    /// Makes `g` (just built) its slot's record, when all its values are memo entries (a
+    /// transaction's own entries never come again) and there are at most [`MEMO_GROUP_MAX`].
+    pub fn record_group(&mut self, g: &Group) {
+        let Some(slot) = g.slot.map(|s| s as usize) else { return };
+        if g.len() > MEMO_GROUP_MAX || !g.raw.iter().all(|i| i.v.kept) || !g.changed.iter().all(|(_, e)| e.kept) {
+            return;
+        }
+        if self.groups.len() <= slot {
+            self.groups.resize_with(slot + 1, || None);
+        }
+        if let Some(rec) = self.groups.get_mut(slot) {
+            self.next_record += 1;
+            *rec = Some(Rc::new(GroupRecord {
+                id: self.next_record,
+                raw: g.raw.iter().map(|i| i.v.clone()).collect(),
+                changed: g.changed.clone(),
+                union: None,
+                fails: Vec::new(),
+            }));
+            g.record.set(self.next_record);
+        }
+    }
+
+    /// The record that describes `g`, to update (None when another group's replaced it).
+    fn record_of(&mut self, g: &Group) -> Option<&mut GroupRecord> {
+        let r = self.groups.get_mut(g.slot? as usize)?.as_mut().filter(|r| r.id == g.record.get())?;
+        Some(Rc::make_mut(r))
+    }
+
+    /// Records the union of the values of `g`.
+    pub fn keep_union(&mut self, g: &Group, u: &Satisfied) {
+        if let Some(r) = self.record_of(g) {
+            r.union = Some(u.clone());
+        }
+    }
+
+    /// Records that operator `bit` is false on every value of `g` (in `g` and in its record).
+    pub fn all_failed(&mut self, g: &Group, bit: u32) {
+        set_bit(&mut g.fails.borrow_mut(), bit);
+        if let Some(r) = self.record_of(g) {
+            set_bit(&mut r.fails, bit);
+        }
     }
 
     /// Values held.
@@ -501,6 +604,9 @@ pub(crate) struct Cache {
     pools: Pools,
 }
 
+/// Most entries `Cache::held` keeps room for between transactions.
+const HELD_KEEP: usize = 16 * 1024;
+
 /// Tables that grew past this many entries (a request with thousands of values) are not kept
 /// for the next transaction.
 const SPARE_MAX_ENTRIES: usize = 1024;
@@ -556,6 +662,7 @@ impl Pools {
         put(&mut self.groups, g, |g| {
             g.changed.clear();
             g.union = std::cell::OnceCell::new();
+            g.fails.get_mut().clear();
             raw = Some(std::mem::replace(&mut g.raw, self.empty.get_or_insert_with(Rc::default).clone()));
             g.changed.capacity() <= POOL_LIST_MAX
         });
@@ -614,7 +721,7 @@ impl Cache {
     /// Whether no table grew past [`SPARE_MAX_ENTRIES`]: worth keeping for the next
     /// transaction once cleared.
     pub(crate) fn keepable(&self) -> bool {
-        [self.raw.capacity(), self.held.capacity(), self.tf.capacity(), self.chains.capacity(), self.scans.capacity(), self.contents.capacity(), self.finals.capacity()]
+        [self.raw.capacity(), self.tf.capacity(), self.chains.capacity(), self.scans.capacity(), self.contents.capacity(), self.finals.capacity()]
             .iter()
             .all(|&n| n <= SPARE_MAX_ENTRIES)
     }
@@ -648,6 +755,9 @@ impl Cache {
                 true
             });
         }
+        // A CRS request holds a few thousand (one per group and changed value); a large
+        // body's hundred thousand are not kept.
+        self.held.shrink_to(HELD_KEEP);
         self.tf.clear();
         self.chains.clear();
         self.finals.clear();
@@ -693,11 +803,12 @@ impl Cache {
 
     /// A group of `raw` prepared by `fill`, which adds the changed values to the (emptied,
     /// pooled) vector it is given.
-    pub(crate) fn new_group(&mut self, raw: Rc<Vec<RawItem>>, multi: bool, fill: impl FnOnce(&mut Self, &mut Vec<(usize, Rc<Interned>)>)) -> Rc<Group> {
+    pub(crate) fn new_group(&mut self, raw: Rc<Vec<RawItem>>, multi: bool, slot: Option<u32>, fill: impl FnOnce(&mut Self, &mut Vec<(usize, Rc<Interned>)>)) -> Rc<Group> {
         let mut pooled = self.pools.groups.pop();
         let mut changed = pooled.as_mut().and_then(Rc::get_mut).map(|g| std::mem::take(&mut g.changed)).unwrap_or_default();
         fill(self, &mut changed);
-        fill_in(pooled, Group { raw, changed, multi, union: std::cell::OnceCell::new() })
+        let fails = pooled.as_mut().and_then(Rc::get_mut).map(|g| std::mem::take(g.fails.get_mut())).unwrap_or_default();
+        fill_in(pooled, Group { raw, changed, multi, union: std::cell::OnceCell::new(), slot, fails: std::cell::RefCell::new(fails), record: std::cell::Cell::new(0) })
     }
 
     /// The one shared copy of `b` (see `contents`).
@@ -821,6 +932,11 @@ impl Cache {
         };
         self.raw.insert(key, i.clone());
         i
+    }
+
+    /// Keeps `e` alive for this transaction (see [`Cache::derived`]).
+    pub fn hold(&mut self, e: Rc<Interned>) {
+        self.held.push(e);
     }
 
     /// The entry of a transformation's result `v` (held by this cache), kept alive for this

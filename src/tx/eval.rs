@@ -581,16 +581,39 @@ fn group(t: &Transaction, link: &Rule, head: &Rule) -> Option<std::rc::Rc<Group>
     let list = raw_list(t, sig, mask, link, head)?;
     let mut cache = t.cache.borrow_mut();
     let mut memo = t.memo.borrow_mut();
-    let g = cache.new_group(list.clone(), link.multi_match, |cache, changed| {
-        for (i, item) in list.iter().enumerate() {
-            if item.v.raw.len() <= 4096 && untouched(&item.v.bytes, &link.chain_trigger) {
-                cache.stats.chains_untouched += 1;
-                continue;
+    let slot32 = slot.map(|s| s as u32);
+    let g = match memo.group_record(slot32, &list) {
+        // The same values as the last group of this slot: its changed values, union and
+        // operators known false on all values.
+        Some(rec) => {
+            let g = cache.new_group(list.clone(), link.multi_match, slot32, |cache, changed| {
+                for (i, e) in &rec.changed {
+                    cache.hold(e.clone());
+                    changed.push((*i, e.clone()));
+                }
+            });
+            if let Some(u) = &rec.union {
+                let _ = g.union.set(u.clone());
             }
-            // As the per-value path; for multiMatch, each step whose result differs from its input.
-            cache.prepare(&item.v, link.chain_id, link.multi_match, &link.transforms, &link.step_triggers, &mut memo, &mut |e| changed.push((i, e)));
+            g.fails.borrow_mut().clone_from(&rec.fails);
+            g.record.set(rec.id);
+            g
         }
-    });
+        None => {
+            let g = cache.new_group(list.clone(), link.multi_match, slot32, |cache, changed| {
+                for (i, item) in list.iter().enumerate() {
+                    if item.v.raw.len() <= 4096 && untouched(&item.v.bytes, &link.chain_trigger) {
+                        cache.stats.chains_untouched += 1;
+                        continue;
+                    }
+                    // As the per-value path; for multiMatch, each step whose result differs from its input.
+                    cache.prepare(&item.v, link.chain_id, link.multi_match, &link.transforms, &link.step_triggers, &mut memo, &mut |e| changed.push((i, e)));
+                }
+            });
+            memo.record_group(&g);
+            g
+        }
+    };
     cache.stats.groups_built += 1;
     if let Some(m) = cache.group_stats.as_mut() {
         let s = m.entry(key).or_insert_with(|| super::profile::GroupStat { name: super::profile::group_name(link), ..Default::default() });
@@ -679,6 +702,7 @@ fn group_union<'g>(t: &Transaction, g: &'g Group) -> &'g Satisfied {
         for (_, p) in &g.changed {
             u.union_with(p.scan(&t.cache, &t.rs.prefilter).satisfied());
         }
+        t.memo.borrow_mut().keep_union(g, &u);
         u
     })
 }
@@ -687,9 +711,19 @@ fn group_union<'g>(t: &Transaction, g: &'g Group) -> &'g Satisfied {
 fn eval_link(t: &Transaction, link: &Rule, head: &Rule, hits: &mut HitPool) {
     hits.n = 0;
     if let Some(g) = group(t, link, head) {
+        // Known false on every value (the operator is not negated): no value can match.
+        if !link.negated && link.memo_bit.is_some_and(|b| g.all_failed(b)) {
+            let n = g.len() as u64;
+            t.probe.values.set(t.probe.values.get().wrapping_add(n));
+            t.probe.skipped.set(t.probe.skipped.get().wrapping_add(n));
+            return;
+        }
         if let (Some(req), false) = (&link.prefilter, link.negated) {
             if g.len() >= UNION_MIN && !group_union(t, &g).has(*req) {
                 // No value can match (the operator is not negated).
+                if let Some(b) = link.memo_bit {
+                    t.memo.borrow_mut().all_failed(&g, b);
+                }
                 let n = g.len() as u64;
                 t.probe.values.set(t.probe.values.get().wrapping_add(n));
                 t.probe.skipped.set(t.probe.skipped.get().wrapping_add(n));
@@ -718,6 +752,9 @@ fn eval_link(t: &Transaction, link: &Rule, head: &Rule, hits: &mut HitPool) {
             if m != link.negated {
                 hits.push(&name, &e.raw, link.capture.then_some(&caps.0[..]));
             }
+        }
+        if let (0, false, Some(b)) = (hits.n, link.negated, link.memo_bit) {
+            t.memo.borrow_mut().all_failed(&g, b);
         }
         return;
     }
@@ -1048,12 +1085,12 @@ fn cannot_match(t: &Transaction, rs: &Ruleset, q: &Quick) -> bool {
     match *q {
         Quick::Eval | Quick::Pre => false,
         Quick::TxNum { key, id, cmp, n } | Quick::TxSkip { key, id, cmp, n } => !tx_num(t, rs, key, id).is_some_and(|v| cmp.holds(v, n)),
-        Quick::Group { slot, req } => {
+        Quick::Group { slot, req, bit } => {
             // Built in this phase by an earlier rule (slots are cleared with every phase and ctl).
             let cache = t.cache.borrow();
             let Some(Some(g)) = cache.slots.get(slot as usize) else { return false };
             // The union exists once a rule evaluated the group (groups of UNION_MIN values or more).
-            g.len() == 0 || req.is_some_and(|r| g.union.get().is_some_and(|u| !u.has(r)))
+            g.len() == 0 || bit.is_some_and(|b| g.all_failed(b)) || req.is_some_and(|r| g.union.get().is_some_and(|u| !u.has(r)))
         }
     }
 }
