@@ -370,12 +370,6 @@ impl Interned {
     }
 }
 
-/// Longest value the [`Memo`] keeps (a header, a cookie, a JSON string: the values that come
-/// again).
-pub(crate) const MEMO_VALUE_MAX: usize = 4096;
-/// Values and bytes of a [`Memo`] generation.
-pub(crate) const MEMO_ENTRIES: usize = 4096;
-const MEMO_BYTES: usize = 1 << 20;
 /// A group's values and what is known of all of them together (see [`Memo::group_record`]).
 #[derive(Clone)]
 pub(crate) struct GroupRecord {
@@ -407,6 +401,12 @@ fn has_bit(words: &[u64], bit: u32) -> bool {
     words.get(b / 64).is_some_and(|w| w & (1u64 << (b % 64)) != 0)
 }
 
+/// Longest value the [`Memo`] keeps (a header, a cookie, a JSON string: the values that come
+/// again).
+pub(crate) const MEMO_VALUE_MAX: usize = 4096;
+/// Values and bytes of a [`Memo`] generation.
+pub(crate) const MEMO_ENTRIES: usize = 4096;
+const MEMO_BYTES: usize = 1 << 20;
 /// Largest group a [`Memo`] keeps a record of (a GET's groups have ~30 values, a 1 KB JSON
 /// POST's up to ~150; a large body's thousands are not worth holding).
 const MEMO_GROUP_MAX: usize = 512;
@@ -428,7 +428,6 @@ const MEMO_ENTRY_COST: usize = 256;
 /// generation retires the older one (a least-recently-used approximation). The table's hash
 /// is keyed per process (random keys), so contents cannot be chosen to collide.
 pub(crate) struct Memo {
-    pub uid: u64,
     /// The doorkeeper: one bit per hash slot, set by the values seen once. A value enters the
     /// memo when it comes a second time (or shares a slot with one seen before), so values seen
     /// only once (a search term, a session's first request) cost no entry and push out none.
@@ -443,31 +442,30 @@ pub(crate) struct Memo {
     groups: Vec<Option<Rc<GroupRecord>>>,
     /// The id of the last record made.
     next_record: u64,
-    pub hits: u64,
-    pub misses: u64,
 }
 
 impl Memo {
-    pub fn new(uid: u64) -> Memo {
-        Memo { uid, seen: vec![0; MEMO_SEEN / 64].into_boxed_slice(), seen_bits: 0, keys: Default::default(), young: HashMap::new(), old: HashMap::new(), young_bytes: 0, groups: Vec::new(), next_record: 0, hits: 0, misses: 0 }
+    pub fn new() -> Memo {
+        Memo { seen: vec![0; MEMO_SEEN / 64].into_boxed_slice(), seen_bits: 0, keys: Default::default(), young: HashMap::new(), old: HashMap::new(), young_bytes: 0, groups: Vec::new(), next_record: 0 }
     }
 
-    /// The entry of `b`, or a new one (`make` shares the bytes). None for long values.
-    fn entry(&mut self, b: &[u8], make: impl FnOnce() -> Rc<[u8]>) -> Option<Rc<Interned>> {
+    /// The entry of `b`, or a new one (`make` shares the bytes); None for a long value and
+    /// for one the doorkeeper sees for the first time. Counted in `stats`.
+    fn entry(&mut self, b: &[u8], stats: &mut CacheStats, make: impl FnOnce() -> Rc<[u8]>) -> Option<Rc<Interned>> {
         if b.len() > MEMO_VALUE_MAX {
             return None;
         }
         if let Some(e) = self.young.get(b) {
-            self.hits += 1;
+            stats.memo_hits += 1;
             return Some(e.clone());
         }
         let e = match self.old.remove(b) {
             Some(e) => {
-                self.hits += 1;
+                stats.memo_hits += 1;
                 e
             }
             None => {
-                self.misses += 1;
+                stats.memo_misses += 1;
                 let h = std::hash::BuildHasher::hash_one(&self.keys, b) as usize % MEMO_SEEN;
                 let (word, bit) = (h / 64, 1u64 << (h % 64));
                 match self.seen.get_mut(word) {
@@ -919,11 +917,8 @@ impl Cache {
         if let Some(i) = self.raw.get(&key) {
             return i.clone();
         }
-        let counts = (memo.hits, memo.misses);
-        let found = memo.entry(b, || share(&mut self.contents, b));
-        self.stats.memo_hits += memo.hits - counts.0;
-        self.stats.memo_misses += memo.misses - counts.1;
-        let i = match found {
+        let contents = &mut self.contents;
+        let i = match memo.entry(b, &mut self.stats, || share(contents, b)) {
             Some(e) => e,
             None => {
                 let raw = self.share(b);
@@ -942,11 +937,7 @@ impl Cache {
     /// The entry of a transformation's result `v` (held by this cache), kept alive for this
     /// transaction: the address-keyed tables may key its bytes.
     pub fn derived(&mut self, v: Rc<[u8]>, memo: &mut Memo) -> Rc<Interned> {
-        let counts = (memo.hits, memo.misses);
-        let found = memo.entry(&v, || v.clone());
-        self.stats.memo_hits += memo.hits - counts.0;
-        self.stats.memo_misses += memo.misses - counts.1;
-        let e = found.unwrap_or_else(|| reuse(&mut self.pools.interned, Interned::new(v.clone(), false)));
+        let e = memo.entry(&v, &mut self.stats, || v.clone()).unwrap_or_else(|| reuse(&mut self.pools.interned, Interned::new(v.clone(), false)));
         self.held.push(e.clone());
         e
     }

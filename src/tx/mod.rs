@@ -59,28 +59,33 @@ thread_local! {
     static SPARE_CACHES: std::cell::RefCell<[Option<cache::Cache>; 2]> = const { std::cell::RefCell::new([None, None]) };
     /// The [`cache::Memo`]s of the last rule sets this thread ran (most recent last), shared
     /// by the transactions in flight.
-    static MEMOS: std::cell::RefCell<Vec<std::rc::Rc<std::cell::RefCell<cache::Memo>>>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// (Rule set uid, its memo).
+    static MEMOS: std::cell::RefCell<Vec<(u64, SharedMemo)>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// The memo of rule set `uid` on this thread (made when new; see [`MEMOS`]).
-fn memo_for(uid: u64) -> std::rc::Rc<std::cell::RefCell<cache::Memo>> {
+fn memo_for(uid: u64) -> SharedMemo {
+    let fresh = || std::rc::Rc::new(std::cell::RefCell::new(cache::Memo::new()));
     MEMOS
         .try_with(|m| {
             let mut m = m.try_borrow_mut().ok()?;
-            let found = match m.iter().position(|x| x.borrow().uid == uid) {
-                Some(i) => m.remove(i),
-                None => std::rc::Rc::new(std::cell::RefCell::new(cache::Memo::new(uid))),
+            let found = match m.iter().position(|(u, _)| *u == uid) {
+                Some(i) => m.remove(i).1,
+                None => fresh(),
             };
             if m.len() >= MEMOS_MAX {
                 m.remove(0);
             }
-            m.push(found.clone());
+            m.push((uid, found.clone()));
             Some(found)
         })
         .ok()
         .flatten()
-        .unwrap_or_else(|| std::rc::Rc::new(std::cell::RefCell::new(cache::Memo::new(uid))))
+        .unwrap_or_else(fresh)
 }
+
+/// A rule set's memo, shared by the transactions of one thread.
+type SharedMemo = std::rc::Rc<std::cell::RefCell<cache::Memo>>;
 
 /// Rule sets whose memo a thread keeps (a VM runs one plugin configuration, seldom a few).
 const MEMOS_MAX: usize = 4;
@@ -224,7 +229,7 @@ pub struct Transaction {
     /// were handed on after phase 2.
     cache_side: usize,
     /// What earlier transactions of this rule set on this thread learned about values.
-    memo: std::rc::Rc<std::cell::RefCell<cache::Memo>>,
+    memo: SharedMemo,
     /// The allocation of the value list of rules that do not share one (see `eval::recycle`).
     values_scratch: std::cell::RefCell<Vec<eval::Value<'static>>>,
     /// Reused match buffers.
