@@ -191,6 +191,8 @@ pub struct Ruleset {
     pub group_slots: usize,
     /// How many `Rule::memo_bit`s there are.
     pub memo_bits: usize,
+    /// Per group slot, the words of memo bits (first, last) its rules' operators have.
+    pub slot_words: Vec<(u32, u32)>,
     /// Distinct for every rule set this process builds (the cross-transaction memo of one
     /// rule set is never read with another's rules).
     pub uid: u64,
@@ -801,6 +803,7 @@ impl Compiler {
         }
         let group_slots = slots.len();
         let memo_bits = ops.len();
+        let slot_words = number_bits_by_slot(&mut self.items, group_slots, memo_bits);
         for item in self.items {
             match item {
                 Item::Rule(r) => {
@@ -842,8 +845,51 @@ impl Compiler {
             }
             false
         });
-        Ok(Ruleset { settings: self.settings, phases, warnings: self.warnings, skip_targets, prefilter: pf.build(), persistent, mentions: self.mentions, group_slots, memo_bits, uid: next_uid(), init: std::sync::OnceLock::new(), tags, quick })
+        Ok(Ruleset { settings: self.settings, phases, warnings: self.warnings, skip_targets, prefilter: pf.build(), persistent, mentions: self.mentions, group_slots, memo_bits, slot_words, uid: next_uid(), init: std::sync::OnceLock::new(), tags, quick })
     }
+}
+
+/// Numbers the memo bits again, slot by slot, so that the operators of the rules on one
+/// group slot have neighbouring bits (an operator read on several slots keeps its first
+/// slot's number); returns each slot's range of 64-bit words (what a group's values have in
+/// common is then a word or two: see `Group::known`).
+fn number_bits_by_slot(items: &mut [Item], slots: usize, bits: usize) -> Vec<(u32, u32)> {
+    fn each_link(items: &mut [Item], f: &mut impl FnMut(&mut Rule)) {
+        for item in items.iter_mut() {
+            if let Item::Rule(r) = item {
+                let mut link = Some(r);
+                while let Some(l) = link {
+                    f(l);
+                    link = l.chain.as_deref_mut();
+                }
+            }
+        }
+    }
+    let mut pairs = Vec::new();
+    each_link(items, &mut |l| {
+        if let (Some(s), Some(b)) = (l.group_slot, l.memo_bit) {
+            pairs.push((s, b));
+        }
+    });
+    pairs.sort_unstable();
+    let mut new = vec![u32::MAX; bits];
+    let mut next = 0;
+    for &(_, b) in &pairs {
+        if let Some(n) = new.get_mut(b as usize).filter(|n| **n == u32::MAX) {
+            *n = next;
+            next += 1;
+        }
+    }
+    let mut words = vec![(u32::MAX, 0); slots];
+    each_link(items, &mut |l| {
+        l.memo_bit = l.memo_bit.and_then(|b| new.get(b as usize).copied());
+        if let (Some(s), Some(b)) = (l.group_slot, l.memo_bit) {
+            if let Some(w) = words.get_mut(s as usize) {
+                *w = (w.0.min(b / 64), w.1.max(b / 64));
+            }
+        }
+    });
+    words
 }
 
 /// A number no other rule set of this process has.

@@ -660,3 +660,31 @@ fn the_memo_of_values_is_bounded() {
     assert!(held > 0 && held <= 2 * cache::MEMO_ENTRIES, "{held}");
     assert_eq!(blocked_by(&rs, "GET", "/?k0=Value1x0&k1=ATTACK", &[], b""), Some(1));
 }
+
+/// A group of 64 values or more that the memo knows: a rule runs only on the values it does
+/// not know (see `Group::known`), and these still match, as do known values that matched
+/// before.
+#[test]
+fn large_groups_of_known_values_still_find_the_new_one() {
+    let rs = rules(
+        r#"SecRuleEngine On
+SecRule ARGS "@rx evil" "id:1,phase:1,deny,status:403,t:none,t:lowercase"
+SecRule ARGS "@rx ^attack$" "id:2,phase:1,deny,status:403,t:none"
+"#,
+    );
+    let uri = |extra: &[&str]| {
+        let base = (0..100).map(|i| format!("k{i}=Value{i}"));
+        format!("/?{}", base.chain(extra.iter().map(|s| s.to_string())).collect::<Vec<_>>().join("&"))
+    };
+    for _ in 0..3 {
+        assert_eq!(blocked_by(&rs, "GET", &uri(&[]), &[], b""), None);
+    }
+    assert_eq!(blocked_by(&rs, "GET", &uri(&["new=EVIL"]), &[], b""), Some(1));
+    assert_eq!(blocked_by(&rs, "GET", &uri(&["new=attack"]), &[], b""), Some(2));
+    for _ in 0..3 {
+        assert_eq!(blocked_by(&rs, "GET", &uri(&["z=attack"]), &[], b""), Some(2));
+    }
+    // `z=attack` is known (rule 1 false on it, rule 2 not) and `w` is new.
+    assert_eq!(blocked_by(&rs, "GET", &uri(&["z=attack", "w=fresh"]), &[], b""), Some(2));
+    assert_eq!(blocked_by(&rs, "GET", &uri(&["w=fresh", "v=evil"]), &[], b""), Some(1));
+}
