@@ -266,6 +266,15 @@ impl Group {
         })
     }
 
+    /// The values a rule must run on: all of them ([`Group::values`]), or with `known`
+    /// (operator false on every recorded value) the unrecorded ones only.
+    pub fn values_to_run<'g>(&'g self, known: Option<&'g Known>) -> ToRun<'g> {
+        match known {
+            Some(k) => ToRun::Fresh(&self.raw, k.fresh.iter()),
+            None => ToRun::All(self.values()),
+        }
+    }
+
     /// How many values [`Group::values`] gives.
     pub fn len(&self) -> usize {
         if self.multi {
@@ -323,6 +332,23 @@ impl<'g> Iterator for GroupValues<'g> {
             }
             self.item += 1;
             self.raw_done = false;
+        }
+    }
+}
+
+/// See [`Group::values_to_run`]: (item, value).
+pub(crate) enum ToRun<'g> {
+    All(GroupValues<'g>),
+    Fresh(&'g [RawItem], std::slice::Iter<'g, (usize, Rc<Interned>)>),
+}
+
+impl<'g> Iterator for ToRun<'g> {
+    type Item = (&'g RawItem, &'g Rc<Interned>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match self {
+            ToRun::All(all) => all.next().map(|(_, item, e)| (item, e)),
+            ToRun::Fresh(raw, fresh) => fresh.find_map(|(i, e)| Some((raw.get(*i)?, e))),
         }
     }
 }
@@ -489,8 +515,10 @@ pub(crate) struct Memo {
     /// Bits set in `seen`.
     seen_bits: usize,
     keys: std::collections::hash_map::RandomState,
-    young: HashMap<Rc<[u8]>, Rc<Interned>>,
-    old: HashMap<Rc<[u8]>, Rc<Interned>>,
+    /// Entries by their bytes (hashed with `keys` once per lookup, for both tables and the
+    /// doorkeeper).
+    young: hashbrown::HashTable<Rc<Interned>>,
+    old: hashbrown::HashTable<Rc<Interned>>,
     young_bytes: usize,
     /// By group slot: what the last group of that slot learned (see [`Memo::group_record`]).
     groups: Vec<Option<Rc<GroupRecord>>>,
@@ -500,7 +528,7 @@ pub(crate) struct Memo {
 
 impl Memo {
     pub fn new() -> Memo {
-        Memo { seen: vec![0; MEMO_SEEN / 64].into_boxed_slice(), seen_bits: 0, keys: Default::default(), young: HashMap::new(), old: HashMap::new(), young_bytes: 0, groups: Vec::new(), next_record: 0 }
+        Memo { seen: vec![0; MEMO_SEEN / 64].into_boxed_slice(), seen_bits: 0, keys: Default::default(), young: hashbrown::HashTable::new(), old: hashbrown::HashTable::new(), young_bytes: 0, groups: Vec::new(), next_record: 0 }
     }
 
     /// The entry of `b`, or a new one (`make` shares the bytes); None for a long value and
@@ -509,18 +537,20 @@ impl Memo {
         if b.len() > MEMO_VALUE_MAX {
             return None;
         }
-        if let Some(e) = self.young.get(b) {
+        let hash = std::hash::BuildHasher::hash_one(&self.keys, b);
+        let same = |e: &Rc<Interned>| *e.raw == *b;
+        if let Some(e) = self.young.find(hash, same) {
             stats.memo_hits += 1;
             return Some(e.clone());
         }
-        let e = match self.old.remove(b) {
-            Some(e) => {
+        let e = match self.old.find_entry(hash, same) {
+            Ok(found) => {
                 stats.memo_hits += 1;
-                e
+                found.remove().0
             }
-            None => {
+            Err(_) => {
                 stats.memo_misses += 1;
-                let h = std::hash::BuildHasher::hash_one(&self.keys, b) as usize % MEMO_SEEN;
+                let h = hash as usize % MEMO_SEEN;
                 let (word, bit) = (h / 64, 1u64 << (h % 64));
                 match self.seen.get_mut(word) {
                     Some(w) if *w & bit == 0 => {
@@ -545,7 +575,8 @@ impl Memo {
             self.young_bytes = 0;
         }
         self.young_bytes += b.len() + MEMO_ENTRY_COST;
-        self.young.insert(e.raw.clone(), e.clone());
+        let keys = &self.keys;
+        self.young.insert_unique(hash, e.clone(), |e| std::hash::BuildHasher::hash_one(keys, &*e.raw));
         Some(e)
     }
 

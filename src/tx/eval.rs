@@ -6,7 +6,7 @@ use std::borrow::Cow;
 use super::{log, InterruptAction, Interruption, Transaction};
 use crate::actions::{Ctl, Disruptive, SetOp};
 use crate::compile::{EngineMode, Entry, Rule, Ruleset};
-use super::cache::{byte_set, untouched, write_name, Group, Interned, RawItem, Scan, Val, KNOWN_MIN, UNION_MIN};
+use super::cache::{byte_set, untouched, write_name, Group, RawItem, Scan, Val, KNOWN_MIN, UNION_MIN};
 use crate::compile::prefilter::Satisfied;
 use crate::compile::quick::Quick;
 use crate::operators::{to_int, Captures, Expand, Operator};
@@ -732,7 +732,21 @@ fn eval_link(t: &Transaction, link: &Rule, head: &Rule, hits: &mut HitPool) {
         }
         let ctx = Ctx::new(t, Some(head));
         let mut caps = Captures::default();
-        let mut one = |item: &RawItem, e: &std::rc::Rc<Interned>| {
+        // A large group: when the operator is known false on every value the memo has
+        // recorded, only the values it has not (see `Group::known`) can match.
+        let known = match (link.memo_bit, link.negated) {
+            (Some(b), false) if g.len() >= KNOWN_MIN => {
+                let words = g.slot.and_then(|s| t.rs.slot_words.get(s as usize)).copied().unwrap_or((0, (t.rs.memo_bits / 64) as u32));
+                Some(g.known(words)).filter(|k| k.failed(b))
+            }
+            _ => None,
+        };
+        if let Some(k) = known {
+            let passed = (g.len() - k.fresh.len()) as u64;
+            t.probe.values.set(t.probe.values.get().wrapping_add(passed));
+            t.probe.skipped.set(t.probe.skipped.get().wrapping_add(passed));
+        }
+        for (item, e) in g.values_to_run(known) {
             bump(&t.probe.values);
             let name = |o: &mut String| write_name(item.prefix, &item.key, o);
             let known_false = link.memo_bit.is_some_and(|b| e.failed(b));
@@ -752,28 +766,6 @@ fn eval_link(t: &Transaction, link: &Rule, head: &Rule, hits: &mut HitPool) {
             if m != link.negated {
                 hits.push(&name, &e.raw, link.capture.then_some(&caps.0[..]));
             }
-        };
-        // A large group: when the operator is known false on every value the memo has
-        // recorded, only the values it has not (see `Group::known`) can match.
-        let known = match (link.memo_bit, link.negated) {
-            (Some(b), false) if g.len() >= KNOWN_MIN => {
-                let words = g.slot.and_then(|s| t.rs.slot_words.get(s as usize)).copied().unwrap_or((0, (t.rs.memo_bits / 64) as u32));
-                Some(g.known(words)).filter(|k| k.failed(b))
-            }
-            _ => None,
-        };
-        match known {
-            Some(k) => {
-                let passed = (g.len() - k.fresh.len()) as u64;
-                t.probe.values.set(t.probe.values.get().wrapping_add(passed));
-                t.probe.skipped.set(t.probe.skipped.get().wrapping_add(passed));
-                for (i, e) in &k.fresh {
-                    if let Some(item) = g.raw.get(*i) {
-                        one(item, e);
-                    }
-                }
-            }
-            None => g.values().for_each(|(_, item, e)| one(item, e)),
         }
         if let (0, false, Some(b)) = (hits.n, link.negated, link.memo_bit) {
             t.memo.borrow_mut().all_failed(&g, b);
