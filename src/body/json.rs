@@ -28,6 +28,7 @@
 //! Arguments found before the error stay in the output.  An empty body is not
 //! an error (v3 only reports errors for a non-empty body).
 
+use super::pairs::PairSink;
 use super::BodyError;
 
 /// Limits for [`parse`].
@@ -66,7 +67,7 @@ const PREFIX: &str = "JSON parsing error: ";
 pub fn parse(
     input: &[u8],
     limits: &JsonLimits,
-    out: &mut Vec<(Vec<u8>, Vec<u8>)>,
+    out: &mut impl PairSink,
 ) -> Result<(), BodyError> {
     if input.is_empty() {
         return Ok(());
@@ -434,7 +435,7 @@ struct Parser<'a> {
 }
 
 impl<'a> Parser<'a> {
-    fn run(&mut self, out: &mut Vec<(Vec<u8>, Vec<u8>)>) -> Result<(), BodyError> {
+    fn run(&mut self, out: &mut impl PairSink) -> Result<(), BodyError> {
         let mut state = State::Value;
         loop {
             if state == State::AfterValue && self.stack.is_empty() {
@@ -589,7 +590,7 @@ impl<'a> Parser<'a> {
         self.bump_parent();
     }
 
-    fn emit(&mut self, value: &[u8], out: &mut Vec<(Vec<u8>, Vec<u8>)>) -> Result<(), BodyError> {
+    fn emit(&mut self, value: &[u8], out: &mut impl PairSink) -> Result<(), BodyError> {
         if self.added < self.limits.max_args {
             let key = current_key(&self.stack, &self.key);
             let len = self.prefix.len() + key.len();
@@ -603,10 +604,7 @@ impl<'a> Parser<'a> {
                     self.out_cap
                 )));
             }
-            let mut name = Vec::with_capacity(len);
-            name.extend_from_slice(&self.prefix);
-            name.extend_from_slice(key);
-            out.push((name, value.to_vec()));
+            out.push_parts(&[&self.prefix, key], value);
             self.added += 1;
         }
         self.key.clear();

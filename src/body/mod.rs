@@ -22,6 +22,7 @@
 
 pub mod json;
 pub mod multipart;
+pub mod pairs;
 pub mod urlencoded;
 pub mod xml;
 

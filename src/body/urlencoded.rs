@@ -19,6 +19,8 @@
 //!   invalid encoding (URLENCODED_ERROR=1).
 
 /// What a parse observed besides the arguments themselves.
+use super::pairs::PairSink;
+
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct UrlencodedReport {
     /// A `%` not followed by two hex digits was seen in some name or value
@@ -51,7 +53,7 @@ impl Default for UrlencodedOptions {
 
 /// Parse `input` with the default separator `&` and no argument limit,
 /// appending `(name, value)` pairs to `out` in input order.
-pub fn parse(input: &[u8], out: &mut Vec<(Vec<u8>, Vec<u8>)>) -> UrlencodedReport {
+pub fn parse(input: &[u8], out: &mut impl PairSink) -> UrlencodedReport {
     parse_with(input, &UrlencodedOptions::default(), out)
 }
 
@@ -60,7 +62,7 @@ pub fn parse(input: &[u8], out: &mut Vec<(Vec<u8>, Vec<u8>)>) -> UrlencodedRepor
 pub fn parse_with(
     input: &[u8],
     opts: &UrlencodedOptions,
-    out: &mut Vec<(Vec<u8>, Vec<u8>)>,
+    out: &mut impl PairSink,
 ) -> UrlencodedReport {
     let mut report = UrlencodedReport::default();
     let mut added = 0usize;
@@ -74,12 +76,9 @@ pub fn parse_with(
         let name = halves.next().unwrap_or(&[]);
         let value = halves.next().unwrap_or(&[]);
         if added < opts.max_args {
-            let mut n = Vec::with_capacity(name.len());
-            let mut v = Vec::with_capacity(value.len());
-            let bad_n = url_decode_into(name, &mut n);
-            let bad_v = url_decode_into(value, &mut v);
-            report.invalid_encoding |= bad_n | bad_v;
-            out.push((n, v));
+            let decode = crate::transforms::Transform::UrlDecode;
+            out.push_pair(&decode.apply(name), &decode.apply(value));
+            report.invalid_encoding |= has_invalid_escape(name) | has_invalid_escape(value);
             added += 1;
         } else {
             report.invalid_encoding |= has_invalid_escape(name) | has_invalid_escape(value);

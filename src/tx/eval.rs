@@ -144,12 +144,17 @@ pub(crate) struct Value<'a> {
     pub stable: bool,
 }
 
-fn push_list<'a>(out: &mut Vec<Value<'a>>, t: &Target, prefix: &'static str, list: &'a [(Vec<u8>, Vec<u8>)], names: bool, removed: &dyn Fn(&[u8]) -> bool) {
+fn push_list<'a>(out: &mut Vec<Value<'a>>, t: &Target, prefix: &'static str, list: impl IntoIterator<Item = (&'a [u8], &'a [u8])>, names: bool, removed: &dyn Fn(&[u8]) -> bool) {
     for (k, v) in list {
         if t.sel.matches(k) && !t.excluded(k) && !removed(k) {
-            out.push(Value { name: VName::Keyed(prefix, k), value: Cow::Borrowed(if names { k.as_slice() } else { v.as_slice() }), stable: true });
+            out.push(Value { name: VName::Keyed(prefix, k), value: Cow::Borrowed(if names { k } else { v }), stable: true });
         }
     }
+}
+
+/// The pairs of a list of owned pairs, as `push_list` takes them.
+fn owned(list: &[(Vec<u8>, Vec<u8>)]) -> impl Iterator<Item = (&[u8], &[u8])> {
+    list.iter().map(|(k, v)| (k.as_slice(), v.as_slice()))
 }
 
 fn scalar<'a>(out: &mut Vec<Value<'a>>, var: Var, v: Cow<'a, [u8]>) {
@@ -311,12 +316,12 @@ pub(crate) fn collect<'a>(t: &'a Transaction, target: &Target, rule: Option<&Rul
                 out.push(Value { name: VName::Plain("XML"), value: Cow::Borrowed(v.as_slice()), stable: true });
             }
         }
-        Var::Files | Var::FilesTmpNames => push_list(out, target, name, &r.files, false, &removed),
-        Var::FilesNames => push_list(out, target, name, &r.files, true, &removed),
-        Var::FilesSizes => push_list(out, target, name, &r.files_sizes, false, &removed),
+        Var::Files | Var::FilesTmpNames => push_list(out, target, name, owned(&r.files), false, &removed),
+        Var::FilesNames => push_list(out, target, name, owned(&r.files), true, &removed),
+        Var::FilesSizes => push_list(out, target, name, owned(&r.files_sizes), false, &removed),
         Var::FilesTmpContent => {}
         Var::FilesCombinedSize => scalar(out, var, Cow::Owned(r.files_combined_size.to_string().into_bytes())),
-        Var::MultipartPartHeaders => push_list(out, target, name, &r.multipart_part_headers, false, &removed),
+        Var::MultipartPartHeaders => push_list(out, target, name, owned(&r.multipart_part_headers), false, &removed),
         Var::MultipartName => scalar(out, var, Cow::Borrowed(&r.multipart_name)),
         Var::MultipartFilename => scalar(out, var, Cow::Borrowed(&r.multipart_filename)),
         Var::MultipartBoundaryQuoted

@@ -1,5 +1,6 @@
 //! The request and response as the rules see them (variables' sources).
 
+use crate::body::pairs::{PairSink, Pairs};
 use crate::body::{json, multipart, urlencoded, xml};
 use crate::vars::Var;
 
@@ -22,10 +23,10 @@ pub(crate) struct Request {
     /// `REQUEST_FILENAME`: percent-decoded path without the query.
     pub filename: Vec<u8>,
     pub basename: Vec<u8>,
-    pub headers: Vec<(Vec<u8>, Vec<u8>)>,
-    pub cookies: Vec<(Vec<u8>, Vec<u8>)>,
-    pub args_get: Vec<(Vec<u8>, Vec<u8>)>,
-    pub args_post: Vec<(Vec<u8>, Vec<u8>)>,
+    pub headers: Pairs,
+    pub cookies: Pairs,
+    pub args_get: Pairs,
+    pub args_post: Pairs,
     pub urlencoded_error: bool,
     pub body: Vec<u8>,
     pub body_processed: bool,
@@ -35,7 +36,7 @@ pub(crate) struct Request {
     pub reqbody_processor: Vec<u8>,
     pub response_status: u16,
     pub response_protocol: String,
-    pub response_headers: Vec<(Vec<u8>, Vec<u8>)>,
+    pub response_headers: Pairs,
     pub response_content_type: String,
     pub response_body: Vec<u8>,
     pub response_body_seen: bool,
@@ -148,7 +149,7 @@ impl Request {
             let host = value.split(|&b| b == b':').next().unwrap_or_default();
             self.server_name = host.to_vec();
         }
-        self.headers.push((name.to_vec(), value.to_vec()));
+        self.headers.push_pair(name, value);
     }
 
     /// ModSecurity v3 cookie parsing: split on `;`, key = up to the first `=`
@@ -178,7 +179,7 @@ impl Request {
             if k.is_empty() {
                 continue;
             }
-            self.cookies.push((k.to_vec(), v.to_vec()));
+            self.cookies.push_pair(k, v);
         }
     }
 
@@ -187,14 +188,14 @@ impl Request {
             let ct = value.split(|&b| b == b';').next().unwrap_or_default();
             self.response_content_type = String::from_utf8_lossy(ct).trim().to_ascii_lowercase();
         }
-        self.response_headers.push((name.to_vec(), value.to_vec()));
+        self.response_headers.push_pair(name, value);
     }
 
     /// `FULL_REQUEST`: request line, headers, blank line, body.
     pub fn full_request(&self) -> Vec<u8> {
         let mut out = self.request_line.clone();
         out.push(b'\n');
-        for (k, v) in &self.headers {
+        for (k, v) in self.headers.iter() {
             out.extend_from_slice(k);
             out.extend_from_slice(b": ");
             out.extend_from_slice(v);
@@ -206,7 +207,7 @@ impl Request {
     }
 
     fn header(&self, name: &[u8]) -> Option<&[u8]> {
-        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_slice())
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v)
     }
 
     /// The processor chosen from Content-Type when no `ctl:requestBodyProcessor`
@@ -259,7 +260,9 @@ impl Request {
                 let ct = self.header(b"content-type").unwrap_or_default().to_vec();
                 let opts = multipart::MultipartOptions { max_files: usize::MAX, keep_file_content: false, max_parts: max_args };
                 let m = multipart::parse(&ct, &self.body, &opts);
-                self.args_post.extend(m.fields.iter().take(room).cloned());
+                for (k, v) in m.fields.iter().take(room) {
+                    self.args_post.push_pair(k, v);
+                }
                 for f in &m.files {
                     self.files.push((f.name.clone(), f.filename.clone()));
                     self.files_sizes.push((f.name.clone(), f.size.to_string().into_bytes()));
@@ -321,7 +324,7 @@ mod tests {
         assert_eq!(r.basename, b"c.php");
         assert_eq!(r.query_string, b"x=1%27&y");
         assert_eq!(r.request_line, b"GET /a%20b/c.php?x=1%27&y HTTP/1.1");
-        assert_eq!(r.args_get, vec![(b"x".to_vec(), b"1'".to_vec()), (b"y".to_vec(), Vec::new())]);
+        assert_eq!(r.args_get.to_vec(), vec![(b"x".to_vec(), b"1'".to_vec()), (b"y".to_vec(), Vec::new())]);
         let mut r = Request::default();
         r.set_uri("http://example.com/p?q", "GET", "HTTP/1.1", 100, true);
         assert_eq!(r.uri, b"/p?q");
@@ -333,7 +336,7 @@ mod tests {
         r.set_uri("/get/a.html?I=Like&Apples=Today#tag", "GET", "HTTP/1.1", 100, true);
         assert_eq!(r.filename, b"/get/a.html");
         assert_eq!(r.query_string, b"I=Like&Apples=Today");
-        assert_eq!(r.args_get.last(), Some(&(b"Apples".to_vec(), b"Today".to_vec())));
+        assert_eq!(r.args_get.to_vec().last(), Some(&(b"Apples".to_vec(), b"Today".to_vec())));
         assert_eq!(r.uri_raw, b"/get/a.html?I=Like&Apples=Today#tag");
         assert!(r.request_line.ends_with(b"#tag HTTP/1.1"));
     }
@@ -360,13 +363,13 @@ mod tests {
         r.add_request_header_limited(b"Cookie", b"a=1; b=2", true, 3);
         r.add_request_header_limited(b"Cookie", b"c=3; d=4; e=5", true, 3);
         assert_eq!(r.cookies.len(), 3);
-        assert_eq!(r.cookies.last(), Some(&(b"c".to_vec(), b"3".to_vec())));
+        assert_eq!(r.cookies.to_vec().last(), Some(&(b"c".to_vec(), b"3".to_vec())));
     }
 
     #[test]
     fn cookies_follow_modsecurity() {
         let mut r = Request::default();
         r.add_request_header(b"Cookie", b"a=1; b=x=y;;  =z; c ");
-        assert_eq!(r.cookies, vec![(b"a".to_vec(), b"1".to_vec()), (b"b".to_vec(), b"x=y".to_vec()), (b"c".to_vec(), Vec::new())]);
+        assert_eq!(r.cookies.to_vec(), vec![(b"a".to_vec(), b"1".to_vec()), (b"b".to_vec(), b"x=y".to_vec()), (b"c".to_vec(), Vec::new())]);
     }
 }
