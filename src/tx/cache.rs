@@ -195,7 +195,8 @@ pub(crate) struct Group {
     /// requirement none meets skips the group at once (a 10 KB JSON body has ~1,000 values
     /// and ~150 rules read them).
     pub union: std::cell::OnceCell<Satisfied>,
-    /// Its `Rule::group_slot` when it has one (no runtime removals).
+    /// Its rules' `Rule::group_slot` (with runtime removals too: it names the memo's record
+    /// of the slot and the slot's memo bits, not the transaction's prepared group).
     pub slot: Option<u32>,
     /// Operators (by `Rule::memo_bit`) known false on every value.
     pub fails: std::cell::RefCell<Vec<u64>>,

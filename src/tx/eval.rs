@@ -586,7 +586,9 @@ fn group(t: &Transaction, link: &Rule, head: &Rule) -> Option<std::rc::Rc<Group>
     let list = raw_list(t, sig, mask, link, head)?;
     let mut cache = t.cache.borrow_mut();
     let mut memo = t.memo.borrow_mut();
-    let slot32 = slot.map(|s| s as u32);
+    // The memo's record of the slot serves a group with removals too: a record describes
+    // exactly the values it was made from (compared one by one), whichever removals left them.
+    let slot32 = link.group_slot;
     let g = match memo.group_record(slot32, &list) {
         // The same values as the last group of this slot: its changed values, union and
         // operators known false on all values.

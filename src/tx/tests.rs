@@ -688,3 +688,23 @@ SecRule ARGS "@rx ^attack$" "id:2,phase:1,deny,status:403,t:none"
     assert_eq!(blocked_by(&rs, "GET", &uri(&["z=attack", "w=fresh"]), &[], b""), Some(2));
     assert_eq!(blocked_by(&rs, "GET", &uri(&["w=fresh", "v=evil"]), &[], b""), Some(1));
 }
+
+/// A group with a runtime removal (`ctl:ruleRemoveTargetByTag`) uses its slot's record in the
+/// memo too: a record describes exactly the values it was made from, so the same values with
+/// the removal reuse it and a list the removal did not shorten does not.
+#[test]
+fn records_of_groups_with_removals_follow_their_values() {
+    let rs = rules(
+        r#"SecRuleEngine On
+SecRule REQUEST_FILENAME "@rx ^/safe/" "id:1,phase:1,pass,nolog,ctl:ruleRemoveTargetByTag=t1;REQUEST_FILENAME"
+SecRule ARGS|REQUEST_FILENAME "@rx evil" "id:2,phase:2,deny,status:403,tag:t1,t:none,t:lowercase"
+"#,
+    );
+    for _ in 0..3 {
+        assert_eq!(blocked_by(&rs, "GET", "/safe/evil?a=1&b=two", &[], b""), None);
+    }
+    assert_eq!(blocked_by(&rs, "GET", "/other/evil?a=1&b=two", &[], b""), Some(2));
+    assert_eq!(blocked_by(&rs, "GET", "/safe/evil?a=1&b=two", &[], b""), None);
+    assert_eq!(blocked_by(&rs, "GET", "/safe/evil?a=1&b=EVIL", &[], b""), Some(2));
+    assert_eq!(blocked_by(&rs, "GET", "/other/evil?a=1&b=two", &[], b""), Some(2));
+}
