@@ -121,16 +121,6 @@ impl std::fmt::Debug for Pairs {
     }
 }
 
-impl<'a> FromIterator<(&'a [u8], &'a [u8])> for Pairs {
-    fn from_iter<I: IntoIterator<Item = (&'a [u8], &'a [u8])>>(it: I) -> Pairs {
-        let mut p = Pairs::default();
-        for (k, v) in it {
-            p.push_pair(k, v);
-        }
-        p
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -792,15 +792,7 @@ impl Compiler {
             r.group_slot = r.target_sig.map(|sig| number(&mut slots, (sig, r.chain_id, r.multi_match)));
             r.memo_bit = (r.group_slot.is_some() && r.operator.pure()).then(|| number(&mut ops, (r.op_name.to_ascii_lowercase(), r.op_param.clone())));
         };
-        for item in self.items.iter_mut() {
-            if let Item::Rule(r) = item {
-                let mut link = Some(r);
-                while let Some(l) = link {
-                    intern(l);
-                    link = l.chain.as_deref_mut();
-                }
-            }
-        }
+        each_link(&mut self.items, &mut intern);
         let group_slots = slots.len();
         let memo_bits = ops.len();
         let slot_words = number_bits_by_slot(&mut self.items, group_slots, memo_bits);
@@ -854,17 +846,6 @@ impl Compiler {
 /// slot's number); returns each slot's range of 64-bit words (what a group's values have in
 /// common is then a word or two: see `Group::known`).
 fn number_bits_by_slot(items: &mut [Item], slots: usize, bits: usize) -> Vec<(u32, u32)> {
-    fn each_link(items: &mut [Item], f: &mut impl FnMut(&mut Rule)) {
-        for item in items.iter_mut() {
-            if let Item::Rule(r) = item {
-                let mut link = Some(r);
-                while let Some(l) = link {
-                    f(l);
-                    link = l.chain.as_deref_mut();
-                }
-            }
-        }
-    }
     let mut pairs = Vec::new();
     each_link(items, &mut |l| {
         if let (Some(s), Some(b)) = (l.group_slot, l.memo_bit) {
@@ -890,6 +871,19 @@ fn number_bits_by_slot(items: &mut [Item], slots: usize, bits: usize) -> Vec<(u3
         }
     });
     words
+}
+
+/// Calls `f` on every link of every rule (the head, then each chained rule).
+fn each_link(items: &mut [Item], f: &mut impl FnMut(&mut Rule)) {
+    for item in items.iter_mut() {
+        if let Item::Rule(r) = item {
+            let mut link = Some(r);
+            while let Some(l) = link {
+                f(l);
+                link = l.chain.as_deref_mut();
+            }
+        }
+    }
 }
 
 /// A number no other rule set of this process has.
