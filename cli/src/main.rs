@@ -20,7 +20,8 @@ fn usage() -> ExitCode {
                                     (--response: also phases 3-5 for a 200 text/html with that body)
   wafer time CONFIG.json N METHOD URI [Header: value]... [--body FILE] [--response FILE] [--evict] [--vary]
                                     mean time per request (--evict: other code run between requests, as in a busy proxy;
-                                    --vary: every request's query and cookie values new, as make bench's GET with new values)
+                                    --vary: every request's query and cookie values new, as make bench's GET with new values,
+                                    and with --body a new first JSON string value in each body)
   wafer profile CONFIG.json N METHOD URI [Header: value]... [--body FILE] [--response FILE] [--top K]  per-rule time, memoization, rewrite candidates
   wafer crs-test --native [--tests DIR] [--filter REGEX] [-v]
   wafer crs-requests [--tests DIR]      JSON lines {{id, raw (base64)}} of every CRS test stage
@@ -86,13 +87,17 @@ fn time_eval(args: &[String]) -> Result<(), String> {
     run_eval(&rest, false, None)?; // compile and warm up outside the timed loop
     let per = |el: std::time::Duration| el.as_secs_f64() * 1e6 / f64::from(n);
     if varying {
-        // The requests are made before the clock starts.
-        let all: Vec<Vec<String>> = (1..=n).map(|i| vary(&rest, i)).collect();
+        // The requests (and their bodies' files) are made before the clock starts.
+        let mut all: Vec<Vec<String>> = (1..=n).map(|i| vary(&rest, i)).collect();
+        let bodies = vary_bodies(&mut all)?;
         let start = std::time::Instant::now();
-        for r in &all {
-            run_eval(r, false, None)?;
+        let result = all.iter().try_for_each(|r| run_eval(r, false, None));
+        let el = start.elapsed();
+        for f in &bodies {
+            let _ = std::fs::remove_file(f);
         }
-        println!("{n} requests with new values, {:.1} us each", per(start.elapsed()));
+        result?;
+        println!("{n} requests with new values, {:.1} us each", per(el));
         return Ok(());
     }
     if !evicting {
@@ -146,6 +151,26 @@ fn vary(rest: &[String], i: u32) -> Vec<String> {
         }
     }
     out
+}
+
+/// For `--vary` with `--body FILE`: each request's body with its request number inserted at
+/// the start of the first JSON string value (`"order_id": "N..."`: one new value per request,
+/// the rest as before). Writes the bodies to temporary files; returns their paths.
+fn vary_bodies(all: &mut [Vec<String>]) -> Result<Vec<std::path::PathBuf>, String> {
+    let mut files = Vec::new();
+    for (i, r) in all.iter_mut().enumerate() {
+        let Some(at) = r.iter().position(|a| a == "--body") else { break };
+        let Some(path) = r.get_mut(at + 1) else { break };
+        let mut body = std::fs::read(&*path).map_err(|e| format!("{path}: {e}"))?;
+        if let Some(p) = body.windows(4).position(|w| w == b"\": \"") {
+            body.splice(p + 4..p + 4, i.to_string().into_bytes());
+        }
+        let file = std::env::temp_dir().join(format!("wafer-vary-{}-{i}", std::process::id()));
+        std::fs::write(&file, &body).map_err(|e| format!("{}: {e}", file.display()))?;
+        *path = file.display().to_string();
+        files.push(file);
+    }
+    Ok(files)
 }
 
 /// Other work to run between two timed requests: a small rule set compiled with its regexes

@@ -46,6 +46,20 @@ impl Pairs {
         self.spans.truncate(n);
     }
 
+    /// Removes every pair, keeping one emptied chunk of the smallest size for the next pairs
+    /// (a recycled request's headers then need no allocation).
+    pub fn clear(&mut self) {
+        self.chunks.truncate(1);
+        self.chunks.retain(|c| c.capacity() == CHUNK);
+        if let Some(c) = self.chunks.first_mut() {
+            c.clear();
+        }
+        self.spans.clear();
+        if self.spans.capacity() > 256 {
+            self.spans = Vec::new();
+        }
+    }
+
     pub fn get(&self, i: usize) -> Option<(&[u8], &[u8])> {
         pair(&self.chunks, self.spans.get(i)?)
     }
@@ -140,5 +154,11 @@ mod tests {
         assert_eq!(p.get(200), Some((&b"k199"[..], &b"value"[..])));
         p.truncate(1);
         assert_eq!(p.to_vec(), vec![(b"a".to_vec(), b"1".to_vec())]);
+        // Cleared pairs start over in their first chunk: nothing of the old ones shows.
+        p.clear();
+        assert!(p.is_empty() && p.get(0).is_none());
+        p.push_pair(b"b", b"2");
+        assert_eq!(p.to_vec(), vec![(b"b".to_vec(), b"2".to_vec())]);
+        assert_eq!(p.get(0).map(|(k, _)| k.as_ptr()), first);
     }
 }

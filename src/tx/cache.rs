@@ -463,6 +463,8 @@ pub(crate) struct GroupRecord {
     pub union: Option<Satisfied>,
     /// Operators (by `Rule::memo_bit`) false on every value.
     pub fails: Vec<u64>,
+    /// What the record itself takes: its lists of entries.
+    bytes: usize,
 }
 
 /// Sets bit `bit` of `words`, growing them as needed.
@@ -489,8 +491,11 @@ pub(crate) const MEMO_VALUE_MAX: usize = 4096;
 pub(crate) const MEMO_ENTRIES: usize = 4096;
 const MEMO_BYTES: usize = 1 << 20;
 /// Largest group a [`Memo`] keeps a record of (a GET's groups have ~30 values, a 1 KB JSON
-/// POST's up to ~150; a large body's thousands are not worth holding).
-const MEMO_GROUP_MAX: usize = 512;
+/// POST's up to ~150, a 10 KB one's ~1,000).
+const MEMO_GROUP_MAX: usize = 4096;
+/// Most bytes the group records of a [`Memo`] may take (see [`GroupRecord::bytes`]). The
+/// entries they hold are the memo's own: records go when a generation retires.
+const MEMO_RECORD_BYTES: usize = 1 << 20;
 /// Bits of the [`Memo`]'s doorkeeper (8 KiB).
 const MEMO_SEEN: usize = 1 << 16;
 /// What an entry costs besides its bytes (the entry, its table slot, its scan, its bits).
@@ -525,11 +530,13 @@ pub(crate) struct Memo {
     groups: Vec<Option<Rc<GroupRecord>>>,
     /// The id of the last record made.
     next_record: u64,
+    /// The sum of the records' [`GroupRecord::bytes`] (at most [`MEMO_RECORD_BYTES`]).
+    record_bytes: usize,
 }
 
 impl Memo {
     pub fn new() -> Memo {
-        Memo { seen: vec![0; MEMO_SEEN / 64].into_boxed_slice(), seen_bits: 0, keys: Default::default(), young: hashbrown::HashTable::new(), old: hashbrown::HashTable::new(), young_bytes: 0, groups: Vec::new(), next_record: 0 }
+        Memo { seen: vec![0; MEMO_SEEN / 64].into_boxed_slice(), seen_bits: 0, keys: Default::default(), young: hashbrown::HashTable::new(), old: hashbrown::HashTable::new(), young_bytes: 0, groups: Vec::new(), next_record: 0, record_bytes: 0 }
     }
 
     /// The entry of `b`, or a new one (`make` shares the bytes); None for a long value and
@@ -570,10 +577,13 @@ impl Memo {
             }
         };
         if self.young.len() >= MEMO_ENTRIES || self.young_bytes + b.len() + MEMO_ENTRY_COST > MEMO_BYTES {
-            // The older generation goes; its table's allocation serves the new one.
+            // The older generation goes; its table's allocation serves the new one. The group
+            // records go too: they may hold its entries, which must not outlive the memo.
             self.old.clear();
             std::mem::swap(&mut self.old, &mut self.young);
             self.young_bytes = 0;
+            self.groups.clear();
+            self.record_bytes = 0;
         }
         self.young_bytes += b.len() + MEMO_ENTRY_COST;
         let keys = &self.keys;
@@ -600,7 +610,14 @@ impl Memo {
         if self.groups.len() <= slot {
             self.groups.resize_with(slot + 1, || None);
         }
+        let bytes = g.raw.len() * std::mem::size_of::<Rc<Interned>>() + g.changed.len() * std::mem::size_of::<(usize, Rc<Interned>)>();
         if let Some(rec) = self.groups.get_mut(slot) {
+            let replaced = rec.as_ref().map_or(0, |r| r.bytes);
+            let total = self.record_bytes.saturating_sub(replaced).saturating_add(bytes);
+            if total > MEMO_RECORD_BYTES {
+                return;
+            }
+            self.record_bytes = total;
             self.next_record += 1;
             *rec = Some(Rc::new(GroupRecord {
                 id: self.next_record,
@@ -608,6 +625,7 @@ impl Memo {
                 changed: g.changed.clone(),
                 union: None,
                 fails: Vec::new(),
+                bytes,
             }));
             g.record.set(self.next_record);
         }
@@ -632,6 +650,20 @@ impl Memo {
         if let Some(r) = self.record_of(g) {
             set_bit(&mut r.fails, bit);
         }
+    }
+
+    /// Whether every entry the group records hold is one of the memo's, and the records within
+    /// their bound.
+    #[cfg(test)]
+    pub fn records_within_memo(&self) -> bool {
+        let keys = &self.keys;
+        let held = |e: &Rc<Interned>| {
+            let hash = std::hash::BuildHasher::hash_one(keys, &*e.raw);
+            [&self.young, &self.old].iter().any(|t| t.find(hash, |x| Rc::ptr_eq(x, e)).is_some())
+        };
+        let records: Vec<&GroupRecord> = self.groups.iter().flatten().map(|r| &**r).collect();
+        let bytes: usize = records.iter().map(|r| r.bytes).sum();
+        bytes == self.record_bytes && bytes <= MEMO_RECORD_BYTES && records.iter().all(|r| r.raw.iter().all(held) && r.changed.iter().all(|(_, e)| held(e)))
     }
 
     /// Values held.

@@ -593,6 +593,7 @@ fn group(t: &Transaction, link: &Rule, head: &Rule) -> Option<std::rc::Rc<Group>
         // The same values as the last group of this slot: its changed values, union and
         // operators known false on all values.
         Some(rec) => {
+            cache.stats.groups_recorded += 1;
             let g = cache.new_group(list.clone(), link.multi_match, slot32, |cache, changed| {
                 for (i, e) in &rec.changed {
                     cache.hold(e.clone());

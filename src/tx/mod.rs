@@ -54,6 +54,8 @@ pub(crate) fn recycle_tx_entry(free: &mut Vec<(String, Vec<u8>)>, (k, v): (Strin
 
 thread_local! {
     static SPARE: std::cell::RefCell<Option<Spare>> = const { std::cell::RefCell::new(None) };
+    /// The emptied request of the last transaction that ended (see [`Request::recycle`]).
+    static SPARE_REQUEST: std::cell::RefCell<Option<Request>> = const { std::cell::RefCell::new(None) };
     /// Emptied memo tables of the request phases and of the response phases, each kept for the
     /// next transaction's same phases (see [`Transaction::end_request_phases`]).
     static SPARE_CACHES: std::cell::RefCell<[Option<cache::Cache>; 2]> = const { std::cell::RefCell::new([None, None]) };
@@ -135,6 +137,13 @@ fn spare(rules: usize) -> Spare {
 impl Drop for Transaction {
     fn drop(&mut self) {
         keep_cache(self.cache_side, std::mem::take(self.cache.get_mut()));
+        let mut req = std::mem::take(&mut self.req);
+        req.recycle();
+        let _ = SPARE_REQUEST.try_with(|s| {
+            if let Ok(mut slot) = s.try_borrow_mut() {
+                slot.get_or_insert(req);
+            }
+        });
         let values = self.values_scratch.get_mut();
         if self.tx.capacity() > 1024 || values.capacity() > 4096 || !self.hit_pool.small() {
             return;
@@ -265,7 +274,7 @@ impl Transaction {
             request_body_access: s.request_body_access,
             rs: rs.clone(),
             unique_id,
-            req: Request::default(),
+            req: SPARE_REQUEST.try_with(|s| s.try_borrow_mut().ok().and_then(|mut s| s.take())).ok().flatten().unwrap_or_default(),
             tx: spare.tx,
             tx_free: spare.tx_free,
             body_processor: None,
@@ -335,9 +344,11 @@ impl Transaction {
     }
 
     pub fn process_connection(&mut self, client_ip: &str, client_port: u16, server_ip: &str, server_port: u16) {
-        self.req.client_ip = client_ip.to_string();
+        self.req.client_ip.clear();
+        self.req.client_ip.push_str(client_ip);
         self.req.client_port = client_port;
-        self.req.server_ip = server_ip.to_string();
+        self.req.server_ip.clear();
+        self.req.server_ip.push_str(server_ip);
         self.req.server_port = server_port;
     }
 

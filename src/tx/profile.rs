@@ -40,6 +40,8 @@ pub struct CacheStats {
     pub libinjection_computed: u64,
     pub libinjection_reused: u64,
     pub groups_built: u64,
+    /// Of the groups built: from the memo's record of the same values (see `Memo::group_record`).
+    pub groups_recorded: u64,
     pub groups_reused: u64,
     /// Values (request values and transformation results) found in the memo of earlier
     /// transactions, and not found.
@@ -70,6 +72,7 @@ impl CacheStats {
         self.libinjection_computed += o.libinjection_computed;
         self.libinjection_reused += o.libinjection_reused;
         self.groups_built += o.groups_built;
+        self.groups_recorded += o.groups_recorded;
         self.groups_reused += o.groups_reused;
         self.memo_hits += o.memo_hits;
         self.memo_misses += o.memo_misses;
@@ -195,6 +198,7 @@ impl Profile {
         row(&mut out, "prefilter scans (value)", c.scans_computed, c.scans_reused);
         row(&mut out, "libinjection verdicts (value)", c.libinjection_computed, c.libinjection_reused);
         row(&mut out, "prepared groups (targets, chain)", c.groups_built, c.groups_reused);
+        let _ = writeln!(out, "| (of the computed: from the memo's record of the same values) | {:.1} | | |", c.groups_recorded as f64 / n);
         row(&mut out, "values known from earlier transactions (memo)", c.memo_misses, c.memo_hits);
 
         let _ = writeln!(out, "\n## Hot (targets, chain) groups (per transaction)\n");

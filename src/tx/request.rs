@@ -58,6 +58,13 @@ pub(crate) struct Request {
 
 /// Percent-decodes `%XX` (no `+` to space); invalid escapes are kept.
 pub fn percent_decode(input: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(input.len());
+    percent_decode_into(input, &mut out);
+    out
+}
+
+/// [`percent_decode`] appending to `out`: the runs between `%` signs are copied whole.
+fn percent_decode_into(input: &[u8], out: &mut Vec<u8>) {
     let hex = |b: u8| -> Option<u8> {
         match b {
             b'0'..=b'9' => Some(b - b'0'),
@@ -66,73 +73,168 @@ pub fn percent_decode(input: &[u8]) -> Vec<u8> {
             _ => None,
         }
     };
-    let mut out = Vec::with_capacity(input.len());
-    let mut i = 0;
-    while let Some(&b) = input.get(i) {
-        if b == b'%' {
-            if let (Some(h), Some(l)) = (input.get(i + 1).and_then(|&c| hex(c)), input.get(i + 2).and_then(|&c| hex(c))) {
+    let mut rest = input;
+    while let Some(p) = rest.iter().position(|&b| b == b'%') {
+        let (run, tail) = rest.split_at(p);
+        out.extend_from_slice(run);
+        match (tail.get(1).and_then(|&c| hex(c)), tail.get(2).and_then(|&c| hex(c))) {
+            (Some(h), Some(l)) => {
                 out.push(h << 4 | l);
-                i += 3;
-                continue;
+                rest = tail.get(3..).unwrap_or_default();
+            }
+            _ => {
+                out.push(b'%');
+                rest = tail.get(1..).unwrap_or_default();
             }
         }
-        out.push(b);
-        i += 1;
     }
-    out
+    out.extend_from_slice(rest);
+}
+
+/// `buf` becomes a copy of `bytes`, in its own allocation when it is large enough.
+fn set_bytes(buf: &mut Vec<u8>, bytes: &[u8]) {
+    buf.clear();
+    buf.extend_from_slice(bytes);
+}
+
+/// Largest buffer a recycled request keeps (a body's buffer can be megabytes).
+const RECYCLE_MAX: usize = 64 * 1024;
+
+/// Empties `v`, keeping its allocation unless it is larger than [`RECYCLE_MAX`] bytes.
+fn clear_kept<T>(v: &mut Vec<T>) {
+    if v.capacity().saturating_mul(std::mem::size_of::<T>()) > RECYCLE_MAX {
+        *v = Vec::new();
+    } else {
+        v.clear();
+    }
 }
 
 impl Request {
     /// `parse_args`: split the query string into ARGS_GET (skipped when no rule reads them).
     pub fn set_uri(&mut self, uri: &str, method: &str, protocol: &str, max_args: usize, parse_args: bool) {
         let raw = uri.as_bytes();
-        self.uri_raw = raw.to_vec();
-        self.method = method.as_bytes().to_vec();
-        self.protocol = protocol.as_bytes().to_vec();
-        let mut line = Vec::with_capacity(method.len() + uri.len() + protocol.len() + 2);
+        set_bytes(&mut self.uri_raw, raw);
+        set_bytes(&mut self.method, method.as_bytes());
+        set_bytes(&mut self.protocol, protocol.as_bytes());
+        let line = &mut self.request_line;
+        line.clear();
+        line.reserve(method.len() + uri.len() + protocol.len() + 2);
         line.extend_from_slice(method.as_bytes());
         line.push(b' ');
         line.extend_from_slice(raw);
         line.push(b' ');
         line.extend_from_slice(protocol.as_bytes());
-        self.request_line = line;
 
         // A `#fragment` stays only in REQUEST_URI_RAW and REQUEST_LINE (ModSecurity 3.0.13+).
         let raw = match raw.iter().position(|&b| b == b'#') {
             Some(f) => raw.get(..f).unwrap_or(raw),
             None => raw,
         };
-        let decoded = percent_decode(raw);
+        self.query_string.clear();
         if let Some(q) = raw.iter().position(|&b| b == b'?') {
-            self.query_string = raw.get(q + 1..).unwrap_or_default().to_vec();
+            self.query_string.extend_from_slice(raw.get(q + 1..).unwrap_or_default());
         }
+        // REQUEST_URI: the whole target decoded; REQUEST_FILENAME: its part before a `?`.
+        let decoded = &mut self.uri;
+        decoded.clear();
+        percent_decode_into(raw, decoded);
         let path = match decoded.iter().position(|&b| b == b'?') {
-            Some(q) => decoded.get(..q).unwrap_or_default().to_vec(),
-            None => decoded.clone(),
+            Some(q) => decoded.get(..q).unwrap_or_default(),
+            None => decoded,
         };
-        self.basename = match path.iter().rposition(|&b| b == b'/' || b == b'\\') {
-            Some(p) if p + 1 < path.len() => path.get(p + 1..).unwrap_or_default().to_vec(),
-            Some(_) => Vec::new(),
-            None => Vec::new(),
+        let base = match path.iter().rposition(|&b| b == b'/' || b == b'\\') {
+            Some(p) => path.get(p + 1..).unwrap_or_default(),
+            None => b"",
         };
-        self.filename = path;
+        set_bytes(&mut self.basename, base);
+        set_bytes(&mut self.filename, path);
         // REQUEST_URI drops `scheme://authority` from absolute-form targets.
-        let mut parsed = decoded.clone();
         if decoded.first().is_some_and(|&b| b != b'/') {
             if let Some(colon) = decoded.iter().position(|&b| b == b':') {
                 if decoded.get(colon + 1..colon + 3) == Some(b"//") {
                     if let Some(slash) = decoded.iter().skip(colon + 3).position(|&b| b == b'/') {
-                        parsed = decoded.get(colon + 3 + slash..).unwrap_or_default().to_vec();
+                        decoded.drain(..colon + 3 + slash);
                     }
                 }
             }
         }
-        self.uri = parsed;
         if parse_args && !self.query_string.is_empty() {
             let opts = urlencoded::UrlencodedOptions { max_args, ..Default::default() };
             let report = urlencoded::parse_with(&self.query_string, &opts, &mut self.args_get);
             self.urlencoded_error |= report.invalid_encoding;
         }
+    }
+
+    /// Empties everything for the next transaction, keeping the buffers' allocations (up to
+    /// [`RECYCLE_MAX`] bytes each): a recycled request's URI, headers and arguments need no
+    /// allocation. Every field is named, so a new one cannot be forgotten here.
+    pub fn recycle(&mut self) {
+        let Request {
+            client_ip,
+            client_port,
+            server_ip,
+            server_port,
+            server_name,
+            method,
+            uri_raw,
+            uri,
+            protocol,
+            request_line,
+            query_string,
+            filename,
+            basename,
+            headers,
+            cookies,
+            args_get,
+            args_post,
+            urlencoded_error,
+            body,
+            body_processed,
+            inbound_data_error,
+            reqbody_error,
+            reqbody_error_msg,
+            reqbody_processor,
+            response_status,
+            response_protocol,
+            response_headers,
+            response_content_type,
+            response_body,
+            response_body_seen,
+            outbound_data_error,
+            files,
+            files_sizes,
+            files_combined_size,
+            multipart_part_headers,
+            multipart_flags,
+            multipart_unmatched_boundary,
+            multipart_name,
+            multipart_filename,
+            xml_text,
+            xml_attrs,
+        } = self;
+        client_ip.clear();
+        server_ip.clear();
+        response_protocol.clear();
+        response_content_type.clear();
+        (*client_port, *server_port, *response_status, *files_combined_size, *multipart_unmatched_boundary) = (0, 0, 0, 0, 0);
+        for flag in [urlencoded_error, body_processed, inbound_data_error, reqbody_error, response_body_seen, outbound_data_error] {
+            *flag = false;
+        }
+        for buf in [server_name, method, uri_raw, uri, protocol, request_line, query_string, filename, basename, body] {
+            clear_kept(buf);
+        }
+        for buf in [reqbody_error_msg, reqbody_processor, response_body, multipart_name, multipart_filename] {
+            clear_kept(buf);
+        }
+        for pairs in [headers, cookies, args_get, args_post, response_headers] {
+            pairs.clear();
+        }
+        for list in [files, files_sizes, multipart_part_headers] {
+            *list = Vec::new();
+        }
+        *multipart_flags = Vec::new();
+        *xml_text = Vec::new();
+        *xml_attrs = Vec::new();
     }
 
     #[cfg(test)]
@@ -147,7 +249,7 @@ impl Request {
             self.add_cookies(value, max_cookies);
         } else if name.eq_ignore_ascii_case(b"host") {
             let host = value.split(|&b| b == b':').next().unwrap_or_default();
-            self.server_name = host.to_vec();
+            set_bytes(&mut self.server_name, host);
         }
         self.headers.push_pair(name, value);
     }

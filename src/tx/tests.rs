@@ -658,7 +658,58 @@ fn the_memo_of_values_is_bounded() {
     let tx = Transaction::new(rs.clone(), "b".into());
     let held = tx.memo.borrow().len();
     assert!(held > 0 && held <= 2 * cache::MEMO_ENTRIES, "{held}");
+    assert!(tx.memo.borrow().records_within_memo());
+    drop(tx);
     assert_eq!(blocked_by(&rs, "GET", "/?k0=Value1x0&k1=ATTACK", &[], b""), Some(1));
+}
+
+/// A large body's groups (here 901 arguments) are remembered as a GET's are: the same body
+/// again builds them from the memo's records, runs no operator, and still decides; the records
+/// hold only entries of the memo, also while bodies of new values push old ones out.
+#[test]
+fn large_bodies_seen_before_come_from_records() {
+    let rs = rules(
+        r#"SecRuleEngine On
+SecRequestBodyAccess On
+SecRule ARGS "@rx (?i)evil" "id:1,phase:2,deny,status:403,t:none,t:urlDecodeUni"
+SecRule ARGS "@rx ^attack$" "id:2,phase:2,deny,status:403,t:none,t:lowercase"
+"#,
+    );
+    let body = |tag: &str, extra: &str| [extra.to_string()].into_iter().chain((0..900).map(|i| format!("k{i}=v{tag}{i}"))).collect::<Vec<_>>().join("&");
+    let runs = |b: &str| {
+        let mut tx = Transaction::new(rs.clone(), "r".into());
+        tx.enable_profile();
+        tx.process_uri("/form", "POST", "HTTP/1.1");
+        tx.add_request_header(b"Content-Type", FORM.1.as_bytes());
+        assert_eq!(tx.process_request_headers(), None);
+        let _ = tx.append_request_body(b.as_bytes());
+        let blocked = tx.process_request_body().and_then(|i| i.rule_id);
+        let p = tx.take_profile().unwrap();
+        (blocked, p.cache.groups_recorded, p.rules.values().map(|r| r.ran).sum::<u64>())
+    };
+    let known = body("a", "z=quiet");
+    for _ in 0..2 {
+        assert_eq!(runs(&known).0, None);
+    }
+    let (blocked, recorded, ran) = runs(&known);
+    assert_eq!((blocked, ran), (None, 0));
+    assert!(recorded >= 2, "{recorded}");
+    assert_eq!(runs(&body("a", "z=ATTACK")).0, Some(2));
+    assert_eq!(runs(&body("a", "z=%45vil")).0, Some(1));
+    assert_eq!(runs(&known).0, None);
+    // Values that enter the memo (seen twice) in groups never recorded (each has a value seen
+    // once): the memo's generations turn over while the records of `known` are not replaced.
+    for r in 0..12 {
+        for once in ["a", "b"] {
+            assert_eq!(runs(&body(&format!("n{r}x"), &format!("z=once{r}{once}"))).0, None);
+        }
+        assert!(rs_memo_ok(&rs));
+    }
+    assert_eq!(runs(&body("n11x", "z=attack")).0, Some(2));
+}
+
+fn rs_memo_ok(rs: &Arc<Ruleset>) -> bool {
+    Transaction::new(rs.clone(), "m".into()).memo.borrow().records_within_memo()
 }
 
 /// A group of 64 values or more that the memo knows: a rule runs only on the values it does
@@ -707,4 +758,62 @@ SecRule ARGS|REQUEST_FILENAME "@rx evil" "id:2,phase:2,deny,status:403,tag:t1,t:
     assert_eq!(blocked_by(&rs, "GET", "/safe/evil?a=1&b=two", &[], b""), None);
     assert_eq!(blocked_by(&rs, "GET", "/safe/evil?a=1&b=EVIL", &[], b""), Some(2));
     assert_eq!(blocked_by(&rs, "GET", "/other/evil?a=1&b=two", &[], b""), Some(2));
+}
+
+#[test]
+fn a_request_sees_nothing_of_the_one_before() {
+    // Transactions reuse the buffers of the request before (`Request::recycle`): none of its
+    // values may show in the next one.
+    let rs = rules(
+        r#"SecRuleEngine On
+SecRequestBodyAccess On
+SecRule &REQUEST_HEADERS:X-Probe "@gt 0" "id:1,phase:1,deny"
+SecRule &ARGS_GET "@gt 0" "id:2,phase:1,deny"
+SecRule &REQUEST_COOKIES "@gt 0" "id:3,phase:1,deny"
+SecRule REQUEST_FILENAME "@contains probe" "id:4,phase:1,deny"
+SecRule REMOTE_ADDR "@streq 10.9.9.9" "id:5,phase:1,deny"
+SecRule SERVER_NAME "@streq probe.example" "id:6,phase:1,deny"
+SecRule ARGS_POST "@contains probe" "id:7,phase:2,deny"
+SecRule REQUEST_BODY "@contains probe" "id:8,phase:2,deny"
+SecRule REQUEST_BASENAME "@streq probe.php" "id:9,phase:1,deny"
+SecRule REQUEST_LINE "@contains probe" "id:10,phase:1,deny""#,
+    );
+    let clean = |rs: &Arc<Ruleset>| blocked_by(rs, "GET", "/", &[("Host", "a.example")], b"");
+    assert_eq!(clean(&rs), None);
+    let cases: [(&str, &str, &[(&str, &str)], &[u8], u64); 8] = [
+        ("GET", "/", &[("X-Probe", "1")], b"", 1),
+        ("GET", "/?a=1", &[], b"", 2),
+        ("GET", "/", &[("Cookie", "s=1")], b"", 3),
+        ("GET", "/dir%2fprobe/x", &[], b"", 4),
+        ("GET", "/", &[("Host", "probe.example:8080")], b"", 6),
+        ("POST", "/", &[FORM], b"x=probe", 7),
+        ("POST", "/", &[("Content-Type", "text/plain")], b"probe", 8),
+        ("GET", "/a/probe.php", &[], b"", 4),
+    ];
+    for (method, uri, headers, body, id) in cases {
+        assert_eq!(blocked_by(&rs, method, uri, headers, body), Some(id), "{method} {uri}");
+        assert_eq!(clean(&rs), None, "after {method} {uri}");
+    }
+    let mut tx = Transaction::new(rs.clone(), "t".into());
+    tx.process_connection("10.9.9.9", 1, "127.0.0.1", 80);
+    tx.process_uri("/", "GET", "HTTP/1.1");
+    assert_eq!(tx.process_request_headers().and_then(|i| i.rule_id), Some(5));
+    drop(tx);
+    assert_eq!(clean(&rs), None, "after REMOTE_ADDR");
+}
+
+#[test]
+fn percent_decoding_keeps_invalid_escapes() {
+    for (input, out) in [
+        (&b"/a%41b"[..], &b"/aAb"[..]),
+        (b"%", b"%"),
+        (b"%4", b"%4"),
+        (b"%zz%41", b"%zzA"),
+        (b"%%41", b"%A"),
+        (b"a+b%2", b"a+b%2"),
+        (b"%e2%82%ac", "\u{20ac}".as_bytes()),
+        (b"", b""),
+    ] {
+        assert_eq!(percent_decode(input), out, "{}", String::from_utf8_lossy(input));
+    }
 }
