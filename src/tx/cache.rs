@@ -484,9 +484,9 @@ fn has_bit(words: &[u64], bit: u32) -> bool {
     words.get(b / 64).is_some_and(|w| w & (1u64 << (b % 64)) != 0)
 }
 
-/// Longest value the [`Memo`] keeps (a header, a cookie, a JSON string: the values that come
-/// again).
-pub(crate) const MEMO_VALUE_MAX: usize = 4096;
+/// Longest value the [`Memo`] keeps (a header, a cookie, a JSON string, a whole body or page
+/// of up to 64 KiB: the values that come again; one seen once costs its hash, no entry).
+pub(crate) const MEMO_VALUE_MAX: usize = 64 * 1024;
 /// Values and bytes of a [`Memo`] generation.
 pub(crate) const MEMO_ENTRIES: usize = 4096;
 const MEMO_BYTES: usize = 1 << 20;

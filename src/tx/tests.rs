@@ -664,8 +664,9 @@ fn the_memo_of_values_is_bounded() {
 }
 
 /// A large body's groups (here 901 arguments) are remembered as a GET's are: the same body
-/// again builds them from the memo's records, runs no operator, and still decides; the records
-/// hold only entries of the memo, also while bodies of new values push old ones out.
+/// again builds them from the memo's records, runs no operator (neither on its arguments nor
+/// on the ~9 KB body itself), and still decides; the records hold only entries of the memo,
+/// also while bodies of new values push old ones out.
 #[test]
 fn large_bodies_seen_before_come_from_records() {
     let rs = rules(
@@ -673,6 +674,7 @@ fn large_bodies_seen_before_come_from_records() {
 SecRequestBodyAccess On
 SecRule ARGS "@rx (?i)evil" "id:1,phase:2,deny,status:403,t:none,t:urlDecodeUni"
 SecRule ARGS "@rx ^attack$" "id:2,phase:2,deny,status:403,t:none,t:lowercase"
+SecRule REQUEST_BODY "@rx k5=va5[a-z]" "id:3,phase:2,deny,status:403"
 "#,
     );
     let body = |tag: &str, extra: &str| [extra.to_string()].into_iter().chain((0..900).map(|i| format!("k{i}=v{tag}{i}"))).collect::<Vec<_>>().join("&");
@@ -696,6 +698,7 @@ SecRule ARGS "@rx ^attack$" "id:2,phase:2,deny,status:403,t:none,t:lowercase"
     assert!(recorded >= 2, "{recorded}");
     assert_eq!(runs(&body("a", "z=ATTACK")).0, Some(2));
     assert_eq!(runs(&body("a", "z=%45vil")).0, Some(1));
+    assert_eq!(runs(&body("a", "z=k5=va5q")).0, Some(3));
     assert_eq!(runs(&known).0, None);
     // Values that enter the memo (seen twice) in groups never recorded (each has a value seen
     // once): the memo's generations turn over while the records of `known` are not replaced.
