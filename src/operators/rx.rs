@@ -20,7 +20,33 @@ use std::sync::OnceLock;
 pub struct Rx {
     pattern: String,
     unicode: bool,
+    /// The pattern matches every value, the whole of it (`^.*$`, `.*`: with `.` matching
+    /// newlines): no search needed, TX:0 is the value.
+    whole: bool,
     re: OnceLock<Option<Regex>>,
+}
+
+/// Whether `hir` matches every value from its start to its end, leftmost-first: `.*` (any
+/// byte, greedy) with at most a start anchor before and an end anchor after.
+fn matches_whole(hir: &regex_syntax::hir::Hir) -> bool {
+    use regex_syntax::hir::{Class, HirKind, Look};
+    let any = |h: &regex_syntax::hir::Hir| match h.kind() {
+        HirKind::Repetition(r) if r.min == 0 && r.max.is_none() && r.greedy => match r.sub.kind() {
+            HirKind::Class(Class::Bytes(c)) => c.ranges().len() == 1 && c.ranges().first().is_some_and(|r| r.start() == 0 && r.end() == 255),
+            _ => false,
+        },
+        _ => false,
+    };
+    let start = |h: &regex_syntax::hir::Hir| matches!(h.kind(), HirKind::Look(Look::Start | Look::StartLF));
+    let end = |h: &regex_syntax::hir::Hir| matches!(h.kind(), HirKind::Look(Look::End | Look::EndLF));
+    match hir.kind() {
+        HirKind::Concat(parts) => match parts.as_slice() {
+            [s, a, e] => start(s) && any(a) && end(e),
+            [x, y] => (start(x) && any(y)) || (any(x) && end(y)),
+            _ => false,
+        },
+        _ => any(hir),
+    }
 }
 
 fn syntax(pattern: &str, unicode: bool) -> Result<regex_syntax::hir::Hir, String> {
@@ -96,9 +122,9 @@ impl Rx {
         let pattern = if pattern.is_empty() { ".*" } else { pattern };
         let rewritten = byte_escapes(pattern);
         match syntax(&rewritten, false) {
-            Ok(hir) => Ok((Rx { pattern: rewritten, unicode: false, re: OnceLock::new() }, Some(hir))),
+            Ok(hir) => Ok((Rx { pattern: rewritten, unicode: false, whole: matches_whole(&hir), re: OnceLock::new() }, Some(hir))),
             Err(first) => match syntax(pattern, true) {
-                Ok(_) => Ok((Rx { pattern: pattern.to_string(), unicode: true, re: OnceLock::new() }, None)),
+                Ok(_) => Ok((Rx { pattern: pattern.to_string(), unicode: true, whole: false, re: OnceLock::new() }, None)),
                 Err(_) => Err(format!("invalid regular expression: {first}")),
             },
         }
@@ -119,6 +145,13 @@ impl Rx {
     }
 
     pub fn eval(&self, value: &[u8], capture: bool, caps: &mut Captures) -> bool {
+        if self.whole {
+            if capture {
+                caps.0.clear();
+                caps.0.push(value.to_vec());
+            }
+            return true;
+        }
         let Some(re) = self.regex() else { return false };
         // Most values do not match: the plain search decides that without the capture
         // slots `captures` allocates on every call.
@@ -148,6 +181,23 @@ impl Rx {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Patterns that match every whole value skip the search and agree with it.
+    #[test]
+    fn whole_value_patterns_agree_with_the_search() {
+        let values: [&[u8]; 5] = [b"", b"accept-language", b"a\nb\r\n", b"\xff\x00z", b"\n"];
+        for (pattern, whole) in [("^.*$", true), (".*", true), ("^.*", true), (".*$", true), ("", true), ("^.+$", false), ("^.*?$", false), ("^[^\n]*$", false), ("^.*$x", false), ("(?-s)^.*$", false)] {
+            let rx = Rx::new(pattern).unwrap();
+            assert_eq!(rx.whole, whole, "{pattern}");
+            let searched = Rx { whole: false, ..Rx::new(pattern).unwrap() };
+            for v in values {
+                let (mut a, mut b) = (Captures::default(), Captures::default());
+                assert_eq!(rx.eval(v, true, &mut a), searched.eval(v, true, &mut b), "{pattern} {v:?}");
+                assert_eq!(a.0, b.0, "{pattern} {v:?}");
+                assert_eq!(rx.eval(v, false, &mut a), searched.eval(v, false, &mut b), "{pattern} {v:?}");
+            }
+        }
+    }
 
     #[test]
     fn pcre_like_flags() {
