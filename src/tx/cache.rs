@@ -532,11 +532,16 @@ pub(crate) struct Memo {
     next_record: u64,
     /// The sum of the records' [`GroupRecord::bytes`] (at most [`MEMO_RECORD_BYTES`]).
     record_bytes: usize,
+    /// By (target id, removal mask): the last list of that target whose values were all
+    /// entries of the memo (see [`Memo::last_list`]); dropped when a generation retires.
+    lists: FxMap<(u32, u32), Rc<Vec<RawItem>>>,
+    /// What `lists` takes: items and key bytes (at most [`MEMO_RECORD_BYTES`]).
+    list_bytes: usize,
 }
 
 impl Memo {
     pub fn new() -> Memo {
-        Memo { seen: vec![0; MEMO_SEEN / 64].into_boxed_slice(), seen_bits: 0, keys: Default::default(), young: hashbrown::HashTable::new(), old: hashbrown::HashTable::new(), young_bytes: 0, groups: Vec::new(), next_record: 0, record_bytes: 0 }
+        Memo { seen: vec![0; MEMO_SEEN / 64].into_boxed_slice(), seen_bits: 0, keys: Default::default(), young: hashbrown::HashTable::new(), old: hashbrown::HashTable::new(), young_bytes: 0, groups: Vec::new(), next_record: 0, record_bytes: 0, lists: FxMap::default(), list_bytes: 0 }
     }
 
     /// The entry of `b`, or a new one (`make` shares the bytes); None for a long value and
@@ -584,11 +589,40 @@ impl Memo {
             self.young_bytes = 0;
             self.groups.clear();
             self.record_bytes = 0;
+            self.lists.clear();
+            self.list_bytes = 0;
         }
         self.young_bytes += b.len() + MEMO_ENTRY_COST;
         let keys = &self.keys;
         self.young.insert_unique(hash, e.clone(), |e| std::hash::BuildHasher::hash_one(keys, &*e.raw));
         Some(e)
+    }
+
+    /// The last list of target `key` kept by [`Memo::keep_list`]: a new list takes its items
+    /// where they have the same bytes at the same place, instead of looking each value up.
+    pub fn last_list(&self, key: (u32, u32)) -> Option<Rc<Vec<RawItem>>> {
+        self.lists.get(&key).cloned()
+    }
+
+    /// Keeps `l` as the last list of target `key` when all its values are entries of the memo
+    /// (and the lists stay within their bound).
+    pub fn keep_list(&mut self, key: (u32, u32), l: &Rc<Vec<RawItem>>) {
+        if let Some(old) = self.lists.get(&key) {
+            if Rc::ptr_eq(old, l) {
+                return;
+            }
+        }
+        if !l.iter().all(|i| i.v.kept) {
+            return;
+        }
+        let bytes = l.len() * std::mem::size_of::<RawItem>() + l.iter().map(|i| i.key.as_ref().map_or(0, |k| k.len())).sum::<usize>();
+        let replaced = self.lists.get(&key).map_or(0, |o| o.len() * std::mem::size_of::<RawItem>() + o.iter().map(|i| i.key.as_ref().map_or(0, |k| k.len())).sum::<usize>());
+        let total = self.list_bytes.saturating_sub(replaced).saturating_add(bytes);
+        if total > MEMO_RECORD_BYTES {
+            return;
+        }
+        self.list_bytes = total;
+        self.lists.insert(key, l.clone());
     }
 
     /// What the last group of `slot` learned, when it was built from the very same values
@@ -663,7 +697,7 @@ impl Memo {
         };
         let records: Vec<&GroupRecord> = self.groups.iter().flatten().map(|r| &**r).collect();
         let bytes: usize = records.iter().map(|r| r.bytes).sum();
-        bytes == self.record_bytes && bytes <= MEMO_RECORD_BYTES && records.iter().all(|r| r.raw.iter().all(held) && r.changed.iter().all(|(_, e)| held(e)))
+        bytes == self.record_bytes && bytes <= MEMO_RECORD_BYTES && records.iter().all(|r| r.raw.iter().all(held) && r.changed.iter().all(|(_, e)| held(e))) && self.lists.values().all(|l| l.iter().all(|i| held(&i.v))) && self.list_bytes <= MEMO_RECORD_BYTES
     }
 
     /// Values held.
@@ -911,6 +945,11 @@ impl Cache {
         for (_, l) in self.targets.drain() {
             self.pools.put_list(l);
         }
+    }
+
+    /// Gives back a list [`Cache::new_list`] gave and that was not used.
+    pub(crate) fn return_list(&mut self, l: Rc<Vec<RawItem>>) {
+        self.pools.put_list(l);
     }
 
     /// An empty value list to fill (pooled: unique).

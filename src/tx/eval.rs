@@ -670,24 +670,56 @@ fn target_items(t: &Transaction, ts: u32, mask: u32, target: &Target, head: &Rul
     collect(t, target, Some(head), &mut values);
     let mut cache = t.cache.borrow_mut();
     let mut memo = t.memo.borrow_mut();
+    // The last list of this target: its items serve where the bytes are the same at the same
+    // place (a header, a cookie, an argument that came in the last request too), without a
+    // lookup; the same list whole is taken as it is.
+    let last = memo.last_list((ts, mask));
     let mut l = cache.new_list();
     let mut complete = false;
+    // While `same`, every value so far is the last list's at its place: nothing pushed yet.
+    let mut same = last.as_ref().is_some_and(|p| p.len() == values.len());
     if let Some(out) = std::rc::Rc::get_mut(&mut l) {
-        for v in &values {
+        let mut done = 0;
+        for (j, v) in values.iter().enumerate() {
             let (prefix, key) = match (&v.name, &v.value, v.stable) {
                 (VName::Plain(n), Cow::Borrowed(_), true) => (*n, None),
-                (VName::Keyed(n, k), Cow::Borrowed(_), true) => (*n, Some(cache.intern(k, &mut memo).raw.clone())),
+                (VName::Keyed(n, k), Cow::Borrowed(_), true) => (*n, Some(*k)),
                 _ => break,
             };
+            let prev = last.as_ref().and_then(|p| p.get(j)).filter(|p| p.prefix == prefix && p.key.as_deref() == key && *p.v.raw == *v.value);
+            done = j + 1;
+            match (same, prev) {
+                (true, Some(_)) => continue,
+                (true, None) => {
+                    same = false;
+                    out.extend(last.iter().flat_map(|p| p.iter().take(j)).cloned());
+                }
+                (false, Some(p)) => {
+                    out.push(p.clone());
+                    continue;
+                }
+                (false, None) => {}
+            }
+            let key = key.map(|k| cache.intern(k, &mut memo).raw.clone());
             let v = cache.intern(&v.value, &mut memo);
             out.push(RawItem { prefix, key, v });
         }
-        complete = out.len() == values.len();
+        complete = done == values.len() && (same || out.len() == values.len());
     }
     *t.values_scratch.borrow_mut() = recycle(values);
     if !complete {
         return None;
     }
+    let l = match (same, last) {
+        (true, Some(p)) => {
+            cache.return_list(l);
+            p
+        }
+        _ => {
+            memo.keep_list((ts, mask), &l);
+            l
+        }
+    };
     cache.targets.insert((ts, mask), l.clone());
     Some(l)
 }

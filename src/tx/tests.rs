@@ -820,3 +820,35 @@ fn percent_decoding_keeps_invalid_escapes() {
         assert_eq!(percent_decode(input), out, "{}", String::from_utf8_lossy(input));
     }
 }
+
+/// A target's list takes the last request's items where the bytes are the same at the same
+/// place (`Memo::last_list`): a value, a name or a prefix that differs there, a list longer
+/// or shorter, are each seen as they are.
+#[test]
+fn lists_like_the_last_one_still_see_what_differs() {
+    let rs = rules(
+        r#"SecRuleEngine On
+SecRule ARGS "@rx ^attack$" "id:1,phase:1,deny,status:403"
+SecRule ARGS "@streq 2" "id:2,phase:1,deny,status:403,chain"
+    SecRule MATCHED_VAR_NAME "@streq ARGS:admin"
+SecRule REQUEST_HEADERS:X-Evil "@rx ." "id:3,phase:1,deny,status:403"
+SecRule REQUEST_COOKIES_NAMES "@rx ^attack$" "id:4,phase:1,deny,status:403"
+"#,
+    );
+    let h = |name: &'static str| [("User-Agent", "Mozilla/5.0"), (name, "1"), ("Cookie", "a=1; b=attack")];
+    for _ in 0..4 {
+        assert_eq!(blocked_by(&rs, "GET", "/?a=1&b=2&c=3", &h("X-Good"), b""), None);
+    }
+    // One value differs, in the middle.
+    assert_eq!(blocked_by(&rs, "GET", "/?a=1&b=attack&c=3", &h("X-Good"), b""), Some(1));
+    // The same values under another name.
+    assert_eq!(blocked_by(&rs, "GET", "/?a=1&admin=2&c=3", &h("X-Good"), b""), Some(2));
+    assert_eq!(blocked_by(&rs, "GET", "/?a=1&b=2&c=3", &h("X-Evil"), b""), Some(3));
+    // A cookie whose name is the value the last request had.
+    assert_eq!(blocked_by(&rs, "GET", "/?a=1&b=2&c=3", &[("User-Agent", "Mozilla/5.0"), ("X-Good", "1"), ("Cookie", "a=1; attack=b")], b""), Some(4));
+    // Longer and shorter lists.
+    assert_eq!(blocked_by(&rs, "GET", "/?a=1&b=2&c=3&d=attack", &h("X-Good"), b""), Some(1));
+    assert_eq!(blocked_by(&rs, "GET", "/?a=attack", &h("X-Good"), b""), Some(1));
+    assert_eq!(blocked_by(&rs, "GET", "/?a=1&b=2", &h("X-Good"), b""), None);
+    assert_eq!(blocked_by(&rs, "GET", "/?a=1&b=2&c=3", &h("X-Good"), b""), None);
+}
