@@ -743,6 +743,9 @@ pub(crate) struct Cache {
     /// Entries of transformation results used by this transaction (kept alive: see
     /// [`Cache::derived`]).
     held: Vec<Rc<Interned>>,
+    /// Target lists used by this transaction, kept alive to its end: their values may come
+    /// from the memo's last lists (not interned here), and the address-keyed tables key them.
+    held_lists: Vec<Rc<Vec<RawItem>>>,
     /// Every byte string this cache holds, by content: equal values (a header and its
     /// lowercase form when it had no capitals, two chains with the same result) share one
     /// allocation, so the address-keyed memos above compute once per distinct content.
@@ -857,6 +860,7 @@ impl Cache {
             xss: FxMap::with_capacity_and_hasher(n(32), Default::default()),
             contents: Contents::with_capacity_and_hasher(n(128), Default::default()),
             held: Vec::new(),
+            held_lists: Vec::new(),
             stats: CacheStats::default(),
             group_stats: None,
             pools: Pools::default(),
@@ -909,6 +913,10 @@ impl Cache {
         // A CRS request holds a few thousand (one per group and changed value); a large
         // body's hundred thousand are not kept.
         self.held.shrink_to(HELD_KEEP);
+        // Before the lists go back to their pool (their last reference: see `put_list`).
+        while let Some(l) = self.held_lists.pop() {
+            self.pools.put_list(l);
+        }
         self.tf.clear();
         self.chains.clear();
         self.finals.clear();
@@ -945,6 +953,11 @@ impl Cache {
         for (_, l) in self.targets.drain() {
             self.pools.put_list(l);
         }
+    }
+
+    /// Keeps target list `l` alive to the end of the transaction (see `held_lists`).
+    pub(crate) fn hold_list(&mut self, l: &Rc<Vec<RawItem>>) {
+        self.held_lists.push(l.clone());
     }
 
     /// Gives back a list [`Cache::new_list`] gave and that was not used.

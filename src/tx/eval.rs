@@ -720,6 +720,10 @@ fn target_items(t: &Transaction, ts: u32, mask: u32, target: &Target, head: &Rul
             l
         }
     };
+    // Its values stay alive to the end of the transaction: the address-keyed tables key
+    // them, and the memo may let them go before (another request's list, a retired
+    // generation); an address reused by other bytes must never find their entries.
+    cache.hold_list(&l);
     cache.targets.insert((ts, mask), l.clone());
     Some(l)
 }
