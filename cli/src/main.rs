@@ -18,10 +18,11 @@ fn usage() -> ExitCode {
   wafer check-rules FILE.conf
   wafer eval CONFIG.json METHOD URI [Header: value]... [--body FILE] [--response FILE]
                                     (--response: also phases 3-5 for a 200 text/html with that body)
-  wafer time CONFIG.json N METHOD URI [Header: value]... [--body FILE] [--response FILE] [--evict] [--vary]
+  wafer time CONFIG.json N METHOD URI [Header: value]... [--body FILE] [--response FILE] [--evict] [--vary] [--request-id]
                                     mean time per request (--evict: other code run between requests, as in a busy proxy;
                                     --vary: every request's query and cookie values new, as make bench's GET with new values,
-                                    and with --body a new first JSON string value in each body)
+                                    and with --body a new first JSON string value in each body;
+                                    --request-id: a new x-request-id header in each request, as Envoy adds)
   wafer profile CONFIG.json N METHOD URI [Header: value]... [--body FILE] [--response FILE] [--top K]  per-rule time, memoization, rewrite candidates
   wafer crs-test --native [--tests DIR] [--filter REGEX] [-v]
   wafer crs-requests [--tests DIR]      JSON lines {{id, raw (base64)}} of every CRS test stage
@@ -82,13 +83,21 @@ fn time_eval(args: &[String]) -> Result<(), String> {
     let n: u32 = args[1].parse().map_err(|_| "N must be a number")?;
     let evicting = args.iter().any(|a| a == "--evict");
     let varying = args.iter().any(|a| a == "--vary");
+    let request_ids = args.iter().any(|a| a == "--request-id");
     let mut rest = vec![args[0].clone()];
-    rest.extend(args[2..].iter().filter(|a| *a != "--evict" && *a != "--vary").cloned());
+    rest.extend(args[2..].iter().filter(|a| *a != "--evict" && *a != "--vary" && *a != "--request-id").cloned());
     run_eval(&rest, false, None)?; // compile and warm up outside the timed loop
     let per = |el: std::time::Duration| el.as_secs_f64() * 1e6 / f64::from(n);
-    if varying {
+    if varying || request_ids {
         // The requests (and their bodies' files) are made before the clock starts.
-        let mut all: Vec<Vec<String>> = (1..=n).map(|i| vary(&rest, i)).collect();
+        let mut all: Vec<Vec<String>> = (1..=n).map(|i| if varying { vary(&rest, i) } else { rest.clone() }).collect();
+        if request_ids {
+            // As Envoy adds to every request: a new UUID in `x-request-id`.
+            for (i, r) in all.iter_mut().enumerate() {
+                let at = r.iter().position(|a| a.starts_with("--")).unwrap_or(r.len());
+                r.insert(at, format!("x-request-id: 6f1c2a44-{:04x}-4a1e-9b7d-{:012x}", i % 0xffff, i.wrapping_mul(2_654_435_761) % (1 << 48)));
+            }
+        }
         let bodies = vary_bodies(&mut all)?;
         let start = std::time::Instant::now();
         let result = all.iter().try_for_each(|r| run_eval(r, false, None));
@@ -97,7 +106,8 @@ fn time_eval(args: &[String]) -> Result<(), String> {
             let _ = std::fs::remove_file(f);
         }
         result?;
-        println!("{n} requests with new values, {:.1} us each", per(el));
+        let what = if varying { "with new values" } else { "with a new x-request-id each" };
+        println!("{n} requests {what}, {:.1} us each", per(el));
         return Ok(());
     }
     if !evicting {

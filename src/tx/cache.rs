@@ -463,8 +463,18 @@ pub(crate) struct GroupRecord {
     pub union: Option<Satisfied>,
     /// Operators (by `Rule::memo_bit`) false on every value.
     pub fails: Vec<u64>,
-    /// What the record itself takes: its lists of entries.
+    /// What the record itself takes: its lists of entries (its group's list is one of the
+    /// memo's last lists, counted there).
     bytes: usize,
+    /// The group itself, given whole to a transaction whose list is the very same one (the
+    /// memo's last lists keep a target's list when its values are the same): everything in
+    /// a group is a function of its values and chain, so transactions can share it.
+    pub group: Option<Rc<Group>>,
+}
+
+/// What a record of `g` takes (see [`GroupRecord::bytes`]).
+fn record_bytes(g: &Group) -> usize {
+    g.raw.len() * std::mem::size_of::<Rc<Interned>>() + g.changed.len() * std::mem::size_of::<(usize, Rc<Interned>)>()
 }
 
 /// Sets bit `bit` of `words`, growing them as needed.
@@ -535,13 +545,16 @@ pub(crate) struct Memo {
     /// By (target id, removal mask): the last list of that target whose values were all
     /// entries of the memo (see [`Memo::last_list`]); dropped when a generation retires.
     lists: FxMap<(u32, u32), Rc<Vec<RawItem>>>,
-    /// What `lists` takes: items and key bytes (at most [`MEMO_RECORD_BYTES`]).
+    /// By target list signature: the last concatenation of target lists that were all
+    /// `lists`' (the parts, the concatenation).
+    concats: FxMap<u32, (Vec<Rc<Vec<RawItem>>>, Rc<Vec<RawItem>>)>,
+    /// What `lists` and `concats` take: items and key bytes (at most [`MEMO_RECORD_BYTES`]).
     list_bytes: usize,
 }
 
 impl Memo {
     pub fn new() -> Memo {
-        Memo { seen: vec![0; MEMO_SEEN / 64].into_boxed_slice(), seen_bits: 0, keys: Default::default(), young: hashbrown::HashTable::new(), old: hashbrown::HashTable::new(), young_bytes: 0, groups: Vec::new(), next_record: 0, record_bytes: 0, lists: FxMap::default(), list_bytes: 0 }
+        Memo { seen: vec![0; MEMO_SEEN / 64].into_boxed_slice(), seen_bits: 0, keys: Default::default(), young: hashbrown::HashTable::new(), old: hashbrown::HashTable::new(), young_bytes: 0, groups: Vec::new(), next_record: 0, record_bytes: 0, lists: FxMap::default(), concats: FxMap::default(), list_bytes: 0 }
     }
 
     /// The entry of `b`, or a new one (`make` shares the bytes); None for a long value and
@@ -590,6 +603,7 @@ impl Memo {
             self.groups.clear();
             self.record_bytes = 0;
             self.lists.clear();
+            self.concats.clear();
             self.list_bytes = 0;
         }
         self.young_bytes += b.len() + MEMO_ENTRY_COST;
@@ -629,14 +643,15 @@ impl Memo {
     /// (the same entries, in order): its changed values, union and operators known false on
     /// every value, all functions of those values. The record holds its entries, so their
     /// addresses name them.
-    pub fn group_record(&self, slot: Option<u32>, raw: &[RawItem]) -> Option<Rc<GroupRecord>> {
+    pub fn group_record(&self, slot: Option<u32>, raw: &Rc<Vec<RawItem>>) -> Option<Rc<GroupRecord>> {
         let r = self.groups.get(slot? as usize)?.as_ref()?;
-        (r.raw.len() == raw.len() && r.raw.iter().zip(raw).all(|(a, b)| Rc::ptr_eq(a, &b.v))).then(|| r.clone())
+        let same_list = r.group.as_ref().is_some_and(|g| Rc::ptr_eq(&g.raw, raw));
+        (same_list || (r.raw.len() == raw.len() && r.raw.iter().zip(raw.iter()).all(|(a, b)| Rc::ptr_eq(a, &b.v)))).then(|| r.clone())
     }
 
     /// Makes `g` (just built) its slot's record, when all its values are memo entries (a
     /// transaction's own entries never come again) and there are at most [`MEMO_GROUP_MAX`].
-    pub fn record_group(&mut self, g: &Group) {
+    pub fn record_group(&mut self, g: &Rc<Group>) {
         let Some(slot) = g.slot.map(|s| s as usize) else { return };
         if g.len() > MEMO_GROUP_MAX || !g.raw.iter().all(|i| i.v.kept) || !g.changed.iter().all(|(_, e)| e.kept) {
             return;
@@ -644,7 +659,7 @@ impl Memo {
         if self.groups.len() <= slot {
             self.groups.resize_with(slot + 1, || None);
         }
-        let bytes = g.raw.len() * std::mem::size_of::<Rc<Interned>>() + g.changed.len() * std::mem::size_of::<(usize, Rc<Interned>)>();
+        let bytes = record_bytes(g);
         if let Some(rec) = self.groups.get_mut(slot) {
             let replaced = rec.as_ref().map_or(0, |r| r.bytes);
             let total = self.record_bytes.saturating_sub(replaced).saturating_add(bytes);
@@ -660,9 +675,44 @@ impl Memo {
                 union: None,
                 fails: Vec::new(),
                 bytes,
+                group: None,
             }));
             g.record.set(self.next_record);
         }
+        self.keep_group(g);
+    }
+
+    /// Makes `g` the group its record gives whole, when its list is one of the memo's last
+    /// lists (only those come again as the very same list; and they are bounded there).
+    pub fn keep_group(&mut self, g: &Rc<Group>) {
+        let kept = self.lists.values().chain(self.concats.values().map(|(_, l)| l)).any(|l| Rc::ptr_eq(l, &g.raw));
+        if let (true, Some(r)) = (kept, self.record_of(g)) {
+            r.group = Some(g.clone());
+        }
+    }
+
+    /// The last concatenation of target lists `parts` for signature `sig` (see
+    /// [`Memo::keep_concat`]), when the parts are the very same lists.
+    pub fn last_concat(&self, sig: u32, parts: &[Rc<Vec<RawItem>>]) -> Option<Rc<Vec<RawItem>>> {
+        let (p, l) = self.concats.get(&sig)?;
+        (p.len() == parts.len() && p.iter().zip(parts).all(|(a, b)| Rc::ptr_eq(a, b))).then(|| l.clone())
+    }
+
+    /// Keeps `l`, the concatenation of `parts`, when every part is one of the memo's last
+    /// lists (so the same parts come again as the same lists) and within the bound.
+    /// `ids`: the parts' target ids, `mask` their removal mask.
+    pub fn keep_concat(&mut self, sig: u32, parts: Vec<Rc<Vec<RawItem>>>, ids: &[u32], mask: u32, l: &Rc<Vec<RawItem>>) {
+        if parts.len() != ids.len() || !parts.iter().zip(ids).all(|(p, id)| self.lists.get(&(*id, mask)).is_some_and(|kept| Rc::ptr_eq(kept, p))) {
+            return;
+        }
+        let bytes = l.len() * std::mem::size_of::<RawItem>();
+        let replaced = self.concats.get(&sig).map_or(0, |(_, o)| o.len() * std::mem::size_of::<RawItem>());
+        let total = self.list_bytes.saturating_sub(replaced).saturating_add(bytes);
+        if total > MEMO_RECORD_BYTES {
+            return;
+        }
+        self.list_bytes = total;
+        self.concats.insert(sig, (parts, l.clone()));
     }
 
     /// The record that describes `g`, to update (None when another group's replaced it).
@@ -746,6 +796,9 @@ pub(crate) struct Cache {
     /// Target lists used by this transaction, kept alive to its end: their values may come
     /// from the memo's last lists (not interned here), and the address-keyed tables key them.
     held_lists: Vec<Rc<Vec<RawItem>>>,
+    /// Groups given whole by the memo's records, kept alive to the end of the transaction
+    /// (their changed values are keyed by address too).
+    held_groups: Vec<Rc<Group>>,
     /// Every byte string this cache holds, by content: equal values (a header and its
     /// lowercase form when it had no capitals, two chains with the same result) share one
     /// allocation, so the address-keyed memos above compute once per distinct content.
@@ -861,6 +914,7 @@ impl Cache {
             contents: Contents::with_capacity_and_hasher(n(128), Default::default()),
             held: Vec::new(),
             held_lists: Vec::new(),
+            held_groups: Vec::new(),
             stats: CacheStats::default(),
             group_stats: None,
             pools: Pools::default(),
@@ -914,6 +968,7 @@ impl Cache {
         // body's hundred thousand are not kept.
         self.held.shrink_to(HELD_KEEP);
         // Before the lists go back to their pool (their last reference: see `put_list`).
+        self.held_groups.clear();
         while let Some(l) = self.held_lists.pop() {
             self.pools.put_list(l);
         }
@@ -953,6 +1008,11 @@ impl Cache {
         for (_, l) in self.targets.drain() {
             self.pools.put_list(l);
         }
+    }
+
+    /// Keeps group `g` alive to the end of the transaction (see `held_groups`).
+    pub(crate) fn hold_group(&mut self, g: &Rc<Group>) {
+        self.held_groups.push(g.clone());
     }
 
     /// Keeps target list `l` alive to the end of the transaction (see `held_lists`).

@@ -592,6 +592,13 @@ fn group(t: &Transaction, link: &Rule, head: &Rule) -> Option<std::rc::Rc<Group>
     let g = match memo.group_record(slot32, &list) {
         // The same values as the last group of this slot: its changed values, union and
         // operators known false on all values.
+        Some(rec) if rec.group.as_ref().is_some_and(|g| std::rc::Rc::ptr_eq(&g.raw, &list)) => {
+            cache.stats.groups_recorded += 1;
+            cache.stats.groups_whole += 1;
+            let g = rec.group.clone()?;
+            cache.hold_group(&g);
+            g
+        }
         Some(rec) => {
             cache.stats.groups_recorded += 1;
             let g = cache.new_group(list.clone(), link.multi_match, slot32, |cache, changed| {
@@ -605,6 +612,8 @@ fn group(t: &Transaction, link: &Rule, head: &Rule) -> Option<std::rc::Rc<Group>
             }
             g.fails.borrow_mut().clone_from(&rec.fails);
             g.record.set(rec.id);
+            drop(rec);
+            memo.keep_group(&g);
             g
         }
         None => {
@@ -649,12 +658,26 @@ fn raw_list(t: &Transaction, sig: u32, mask: u32, link: &Rule, head: &Rule) -> O
     let l = if let ([target], [ts]) = (link.targets.as_slice(), link.target_sigs.as_slice()) {
         target_items(t, *ts, mask, target, head)?
     } else {
-        let mut out = t.cache.borrow_mut().new_list();
-        let list = std::rc::Rc::get_mut(&mut out)?;
+        let mut parts = Vec::with_capacity(link.targets.len());
         for (target, ts) in link.targets.iter().zip(&link.target_sigs) {
-            list.extend(target_items(t, *ts, mask, target, head)?.iter().cloned());
+            parts.push(target_items(t, *ts, mask, target, head)?);
         }
-        out
+        // The very same lists as last time: the same concatenation (whose identity lets the
+        // memo's group record give its group whole).
+        let known = t.memo.borrow().last_concat(sig, &parts);
+        match known {
+            Some(l) => l,
+            None => {
+                let mut out = t.cache.borrow_mut().new_list();
+                let list = std::rc::Rc::get_mut(&mut out)?;
+                list.reserve(parts.iter().map(|p| p.len()).sum());
+                for p in &parts {
+                    list.extend(p.iter().cloned());
+                }
+                t.memo.borrow_mut().keep_concat(sig, parts, &link.target_sigs, mask, &out);
+                out
+            }
+        }
     };
     t.cache.borrow_mut().lists.insert(sig, l.clone());
     Some(l)

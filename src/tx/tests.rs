@@ -664,7 +664,7 @@ fn the_memo_of_values_is_bounded() {
 }
 
 /// A large body's groups (here 901 arguments) are remembered as a GET's are: the same body
-/// again builds them from the memo's records, runs no operator (neither on its arguments nor
+/// again builds them from the memo's records (or takes the records' groups whole), runs no operator (neither on its arguments nor
 /// on the ~9 KB body itself), and still decides; the records hold only entries of the memo,
 /// also while bodies of new values push old ones out.
 #[test]
@@ -687,15 +687,17 @@ SecRule REQUEST_BODY "@rx k5=va5[a-z]" "id:3,phase:2,deny,status:403"
         let _ = tx.append_request_body(b.as_bytes());
         let blocked = tx.process_request_body().and_then(|i| i.rule_id);
         let p = tx.take_profile().unwrap();
-        (blocked, p.cache.groups_recorded, p.rules.values().map(|r| r.ran).sum::<u64>())
+        (blocked, (p.cache.groups_recorded, p.cache.groups_whole), p.rules.values().map(|r| r.ran).sum::<u64>())
     };
     let known = body("a", "z=quiet");
     for _ in 0..2 {
         assert_eq!(runs(&known).0, None);
     }
-    let (blocked, recorded, ran) = runs(&known);
+    let (blocked, (recorded, whole), ran) = runs(&known);
     assert_eq!((blocked, ran), (None, 0));
     assert!(recorded >= 2, "{recorded}");
+    // The same body again: the same lists, so the records give their groups whole.
+    assert!(runs(&known).1 .1 >= 2, "{whole}");
     assert_eq!(runs(&body("a", "z=ATTACK")).0, Some(2));
     assert_eq!(runs(&body("a", "z=%45vil")).0, Some(1));
     assert_eq!(runs(&body("a", "z=k5=va5q")).0, Some(3));
