@@ -477,6 +477,10 @@ fn record_bytes(g: &Group) -> usize {
     g.raw.len() * std::mem::size_of::<Rc<Interned>>() + g.changed.len() * std::mem::size_of::<(usize, Rc<Interned>)>()
 }
 
+/// A concatenation of target lists: the parts, and the list they make (see
+/// [`Memo::last_concat`]).
+type Concat = (Vec<Rc<Vec<RawItem>>>, Rc<Vec<RawItem>>);
+
 /// Sets bit `bit` of `words`, growing them as needed.
 fn set_bit(words: &mut Vec<u64>, bit: u32) {
     let b = bit as usize;
@@ -547,7 +551,7 @@ pub(crate) struct Memo {
     lists: FxMap<(u32, u32), Rc<Vec<RawItem>>>,
     /// By target list signature: the last concatenation of target lists that were all
     /// `lists`' (the parts, the concatenation).
-    concats: FxMap<u32, (Vec<Rc<Vec<RawItem>>>, Rc<Vec<RawItem>>)>,
+    concats: FxMap<u32, Concat>,
     /// What `lists` and `concats` take: items and key bytes (at most [`MEMO_RECORD_BYTES`]).
     list_bytes: usize,
 }
