@@ -477,6 +477,22 @@ fn record_bytes(g: &Group) -> usize {
     g.raw.len() * std::mem::size_of::<Rc<Interned>>() + g.changed.len() * std::mem::size_of::<(usize, Rc<Interned>)>()
 }
 
+/// Whether `bytes` in place of `replaced` keep `used` within [`MEMO_RECORD_BYTES`]; if so,
+/// `used` counts them.
+fn within_budget(used: &mut usize, replaced: usize, bytes: usize) -> bool {
+    let total = used.saturating_sub(replaced).saturating_add(bytes);
+    if total > MEMO_RECORD_BYTES {
+        return false;
+    }
+    *used = total;
+    true
+}
+
+/// What a kept target list takes: its items and their keys' bytes.
+fn list_bytes(l: &[RawItem]) -> usize {
+    l.len() * std::mem::size_of::<RawItem>() + l.iter().map(|i| i.key.as_ref().map_or(0, |k| k.len())).sum::<usize>()
+}
+
 /// A concatenation of target lists: the parts, and the list they make (see
 /// [`Memo::last_concat`]).
 type Concat = (Vec<Rc<Vec<RawItem>>>, Rc<Vec<RawItem>>);
@@ -633,14 +649,10 @@ impl Memo {
         if !l.iter().all(|i| i.v.kept) {
             return;
         }
-        let bytes = l.len() * std::mem::size_of::<RawItem>() + l.iter().map(|i| i.key.as_ref().map_or(0, |k| k.len())).sum::<usize>();
-        let replaced = self.lists.get(&key).map_or(0, |o| o.len() * std::mem::size_of::<RawItem>() + o.iter().map(|i| i.key.as_ref().map_or(0, |k| k.len())).sum::<usize>());
-        let total = self.list_bytes.saturating_sub(replaced).saturating_add(bytes);
-        if total > MEMO_RECORD_BYTES {
-            return;
+        let replaced = self.lists.get(&key).map_or(0, |o| list_bytes(o));
+        if within_budget(&mut self.list_bytes, replaced, list_bytes(l)) {
+            self.lists.insert(key, l.clone());
         }
-        self.list_bytes = total;
-        self.lists.insert(key, l.clone());
     }
 
     /// What the last group of `slot` learned, when it was built from the very same values
@@ -666,11 +678,9 @@ impl Memo {
         let bytes = record_bytes(g);
         if let Some(rec) = self.groups.get_mut(slot) {
             let replaced = rec.as_ref().map_or(0, |r| r.bytes);
-            let total = self.record_bytes.saturating_sub(replaced).saturating_add(bytes);
-            if total > MEMO_RECORD_BYTES {
+            if !within_budget(&mut self.record_bytes, replaced, bytes) {
                 return;
             }
-            self.record_bytes = total;
             self.next_record += 1;
             *rec = Some(Rc::new(GroupRecord {
                 id: self.next_record,
@@ -709,14 +719,11 @@ impl Memo {
         if parts.len() != ids.len() || !parts.iter().zip(ids).all(|(p, id)| self.lists.get(&(*id, mask)).is_some_and(|kept| Rc::ptr_eq(kept, p))) {
             return;
         }
-        let bytes = l.len() * std::mem::size_of::<RawItem>();
-        let replaced = self.concats.get(&sig).map_or(0, |(_, o)| o.len() * std::mem::size_of::<RawItem>());
-        let total = self.list_bytes.saturating_sub(replaced).saturating_add(bytes);
-        if total > MEMO_RECORD_BYTES {
-            return;
+        let items = |l: &[RawItem]| l.len() * std::mem::size_of::<RawItem>();
+        let replaced = self.concats.get(&sig).map_or(0, |(_, o)| items(o));
+        if within_budget(&mut self.list_bytes, replaced, items(l)) {
+            self.concats.insert(sig, (parts, l.clone()));
         }
-        self.list_bytes = total;
-        self.concats.insert(sig, (parts, l.clone()));
     }
 
     /// The record that describes `g`, to update (None when another group's replaced it).

@@ -220,10 +220,8 @@ impl Request {
         for flag in [urlencoded_error, body_processed, inbound_data_error, reqbody_error, response_body_seen, outbound_data_error] {
             *flag = false;
         }
-        for buf in [server_name, method, uri_raw, uri, protocol, request_line, query_string, filename, basename, body] {
-            clear_kept(buf);
-        }
-        for buf in [reqbody_error_msg, reqbody_processor, response_body, multipart_name, multipart_filename] {
+        let buffers = [server_name, method, uri_raw, uri, protocol, request_line, query_string, filename, basename, body];
+        for buf in buffers.into_iter().chain([reqbody_error_msg, reqbody_processor, response_body, multipart_name, multipart_filename]) {
             clear_kept(buf);
         }
         for pairs in [headers, cookies, args_get, args_post, response_headers] {
