@@ -23,7 +23,7 @@ fn usage() -> ExitCode {
                                     --vary: every request's query and cookie values new, as make bench's GET with new values,
                                     and with --body a new first JSON string value in each body;
                                     --request-id: a new x-request-id header in each request, as Envoy adds)
-  wafer profile CONFIG.json N METHOD URI [Header: value]... [--body FILE] [--response FILE] [--top K]  per-rule time, memoization, rewrite candidates
+  wafer profile CONFIG.json N METHOD URI [Header: value]... [--body FILE] [--response FILE] [--top K] [--request-id]  per-rule time, memoization, rewrite candidates
   wafer crs-test --native [--tests DIR] [--filter REGEX] [-v]
   wafer crs-requests [--tests DIR]      JSON lines {{id, raw (base64)}} of every CRS test stage
   wafer ids CONFIG.json < REQUESTS.jsonl  JSON lines {{id, status, ids}} (raw requests run natively)"
@@ -92,13 +92,11 @@ fn time_eval(args: &[String]) -> Result<(), String> {
         // The requests (and their bodies' files) are made before the clock starts.
         let mut all: Vec<Vec<String>> = (1..=n).map(|i| if varying { vary(&rest, i) } else { rest.clone() }).collect();
         if request_ids {
-            // As Envoy adds to every request: a new UUID in `x-request-id`.
             for (i, r) in all.iter_mut().enumerate() {
-                let at = r.iter().position(|a| a.starts_with("--")).unwrap_or(r.len());
-                r.insert(at, format!("x-request-id: 6f1c2a44-{:04x}-4a1e-9b7d-{:012x}", i % 0xffff, i.wrapping_mul(2_654_435_761) % (1 << 48)));
+                *r = with_request_id(r, i);
             }
         }
-        let bodies = vary_bodies(&mut all)?;
+        let bodies = if varying { vary_bodies(&mut all)? } else { Vec::new() };
         let start = std::time::Instant::now();
         let result = all.iter().try_for_each(|r| run_eval(r, false, None));
         let el = start.elapsed();
@@ -135,6 +133,15 @@ fn time_eval(args: &[String]) -> Result<(), String> {
         per(alone)
     );
     Ok(())
+}
+
+/// `rest` (CONFIG METHOD URI headers... [--options]) with a new UUID in `x-request-id`
+/// (number `i`), as Envoy adds to every request.
+fn with_request_id(rest: &[String], i: usize) -> Vec<String> {
+    let mut r = rest.to_vec();
+    let at = r.iter().position(|a| a.starts_with("--")).unwrap_or(r.len());
+    r.insert(at, format!("x-request-id: 6f1c2a44-{:04x}-4a1e-9b7d-{:012x}", i % 0xffff, (i as u64).wrapping_mul(2_654_435_761) % (1 << 48)));
+    r
 }
 
 /// `rest` (CONFIG METHOD URI headers...) with request number `i` appended to every query value
@@ -196,7 +203,7 @@ fn evict(i: u32) -> usize {
     Ruleset::compile("evict", &text).map(|rs| rs.build_all_regexes().unwrap_or(0)).unwrap_or(0)
 }
 
-/// `wafer profile CONFIG N METHOD URI [headers] [--body FILE]`: per-rule time, memoization,
+/// `wafer profile CONFIG N METHOD URI [headers] [--body FILE] [--request-id]`: per-rule time, memoization,
 /// hot (targets, chain) groups and rewrite candidates over N runs of one request.
 fn profile(args: &[String]) -> Result<(), String> {
     let n: u32 = args[1].parse().map_err(|_| "N must be a number")?;
@@ -208,10 +215,17 @@ fn profile(args: &[String]) -> Result<(), String> {
         top = rest.get(i + 1).and_then(|k| k.parse().ok()).ok_or("--top needs a number")?;
         rest.drain(i..i + 2);
     }
+    // `--request-id`: a new x-request-id in every request, as Envoy adds.
+    let request_ids = rest.iter().any(|a| a == "--request-id");
+    rest.retain(|a| a != "--request-id");
     run_eval(&rest, false, None)?; // compile, build the regexes this request needs
     let mut total = Profile::default();
-    for _ in 0..n {
-        run_eval(&rest, false, Some(&mut total))?;
+    for i in 0..n {
+        if request_ids {
+            run_eval(&with_request_id(&rest, i as usize), false, Some(&mut total))?;
+        } else {
+            run_eval(&rest, false, Some(&mut total))?;
+        }
     }
     match total.ruleset.clone() {
         Some(rs) => print!("{}", total.profile.report(&rs, top)),

@@ -267,6 +267,53 @@ impl Group {
         })
     }
 
+    /// Seeds what is known of this group (just built from `rec`, the record of the same
+    /// values but at places `at`, see [`Memo::group_record`]): what the record knows holds for
+    /// the values it shares with it, so an operator false on every value of the record needs
+    /// to run on the values at `at` only, and is false on every value when it is also false
+    /// on those. `words` as for [`Group::known`]. Returns the values at `at` (raw and changed),
+    /// for the union.
+    pub fn seed(&self, rec: &GroupRecord, at: &[usize], words: (u32, u32)) -> Vec<Rc<Interned>> {
+        let mut fresh = Vec::new();
+        let mut fails = rec.fails.clone();
+        let mut new_values = Vec::new();
+        for &i in at {
+            let Some(item) = self.raw.get(i) else { continue };
+            new_values.push(item.v.clone());
+            // The values `values()` gives for item `i`: its changed ones (the last for a
+            // group that is not multiMatch), or its raw one; for multiMatch, the raw one first.
+            let from = self.changed.partition_point(|(j, _)| *j < i);
+            let to = from + self.changed.get(from..).unwrap_or_default().iter().take_while(|(j, _)| *j == i).count();
+            let changed = self.changed.get(from..to).unwrap_or_default();
+            new_values.extend(changed.iter().map(|(_, e)| e.clone()));
+            let mut give = |e: &Rc<Interned>| {
+                let f = e.fails.borrow();
+                fails.truncate(f.len());
+                fails.iter_mut().zip(f.iter()).for_each(|(a, b)| *a &= b);
+                fresh.push((i, e.clone()));
+            };
+            if self.multi || changed.is_empty() {
+                give(&item.v);
+            }
+            if self.multi {
+                changed.iter().for_each(|(_, e)| give(e));
+            } else if let Some((_, e)) = changed.first() {
+                give(e);
+            }
+        }
+        *self.fails.borrow_mut() = fails;
+        let (first, last) = (words.0 as usize, words.1 as usize);
+        let mut known = rec.fails.get(first..).unwrap_or_default().to_vec();
+        known.truncate((last + 1).saturating_sub(first));
+        let _ = self.known.set(Known { first, fails: known, fresh });
+        new_values
+    }
+
+    /// What [`Group::seed`] set, if it ran.
+    pub fn seeded(&self) -> Option<&Known> {
+        self.known.get()
+    }
+
     /// The values a rule must run on: all of them ([`Group::values`]), or with `known`
     /// (operator false on every recorded value) the unrecorded ones only.
     pub fn values_to_run<'g>(&'g self, known: Option<&'g Known>) -> ToRun<'g> {
@@ -456,8 +503,9 @@ impl Interned {
 pub(crate) struct GroupRecord {
     /// Distinct for every record of the memo (see `Group::record`).
     pub id: u64,
-    /// The raw values' entries, in order.
-    raw: Vec<Rc<Interned>>,
+    /// The raw values' entries, in order; none where the value (or what the chain made of
+    /// it) is not a memo entry.
+    raw: Vec<Option<Rc<Interned>>>,
     /// As `Group::changed`.
     pub changed: Vec<(usize, Rc<Interned>)>,
     pub union: Option<Satisfied>,
@@ -497,6 +545,12 @@ fn list_bytes(l: &[RawItem]) -> usize {
 /// [`Memo::last_concat`]).
 type Concat = (Vec<Rc<Vec<RawItem>>>, Rc<Vec<RawItem>>);
 
+/// Most places at which a group's values may differ from its slot's record for the group to
+/// be built from the record (see [`Memo::group_record`]).
+pub(crate) fn near_most(len: usize) -> usize {
+    (len / 8).max(2)
+}
+
 /// Sets bit `bit` of `words`, growing them as needed.
 fn set_bit(words: &mut Vec<u64>, bit: u32) {
     let b = bit as usize;
@@ -520,6 +574,14 @@ pub(crate) const MEMO_VALUE_MAX: usize = 64 * 1024;
 /// Values and bytes of a [`Memo`] generation.
 pub(crate) const MEMO_ENTRIES: usize = 4096;
 const MEMO_BYTES: usize = 1 << 20;
+impl GroupRecord {
+    /// Whether the record has no entry at any of places `at` (values that were not memo
+    /// entries) and `raw` has none there either.
+    pub fn open_at(&self, at: &[usize], raw: &[RawItem]) -> bool {
+        at.iter().all(|&i| self.raw.get(i).is_some_and(Option::is_none) && raw.get(i).is_some_and(|item| !item.v.kept))
+    }
+}
+
 /// Largest group a [`Memo`] keeps a record of (a GET's groups have ~30 values, a 1 KB JSON
 /// POST's up to ~150, a 10 KB one's ~1,000).
 const MEMO_GROUP_MAX: usize = 4096;
@@ -659,19 +721,52 @@ impl Memo {
     /// (the same entries, in order): its changed values, union and operators known false on
     /// every value, all functions of those values. The record holds its entries, so their
     /// addresses name them.
-    pub fn group_record(&self, slot: Option<u32>, raw: &Rc<Vec<RawItem>>) -> Option<Rc<GroupRecord>> {
+    ///
+    /// Also when the values differ at up to `most` places only (the same number of values):
+    /// the places where they differ are given with it (ascending; none: the same values).
+    pub fn group_record(&self, slot: Option<u32>, raw: &Rc<Vec<RawItem>>, most: usize) -> Option<(Rc<GroupRecord>, Vec<usize>)> {
         let r = self.groups.get(slot? as usize)?.as_ref()?;
-        let same_list = r.group.as_ref().is_some_and(|g| Rc::ptr_eq(&g.raw, raw));
-        (same_list || (r.raw.len() == raw.len() && r.raw.iter().zip(raw.iter()).all(|(a, b)| Rc::ptr_eq(a, &b.v)))).then(|| r.clone())
+        if r.group.as_ref().is_some_and(|g| Rc::ptr_eq(&g.raw, raw)) {
+            return Some((r.clone(), Vec::new()));
+        }
+        if r.raw.len() != raw.len() {
+            return None;
+        }
+        let mut at = Vec::new();
+        for (i, (a, b)) in r.raw.iter().zip(raw.iter()).enumerate() {
+            if !a.as_ref().is_some_and(|a| Rc::ptr_eq(a, &b.v)) {
+                if at.len() >= most {
+                    return None;
+                }
+                at.push(i);
+            }
+        }
+        Some((r.clone(), at))
     }
 
-    /// Makes `g` (just built) its slot's record, when all its values are memo entries (a
-    /// transaction's own entries never come again) and there are at most [`MEMO_GROUP_MAX`].
+    /// Makes `g` (just built) its slot's record, when at most [`near_most`] of its values are
+    /// not memo entries (a transaction's own entries never come again: Envoy's x-request-id)
+    /// and there are at most [`MEMO_GROUP_MAX`]. The record leaves those places empty (they
+    /// differ from any later value).
     pub fn record_group(&mut self, g: &Rc<Group>) {
         let Some(slot) = g.slot.map(|s| s as usize) else { return };
-        if g.len() > MEMO_GROUP_MAX || !g.raw.iter().all(|i| i.v.kept) || !g.changed.iter().all(|(_, e)| e.kept) {
+        if g.len() > MEMO_GROUP_MAX {
             return;
         }
+        let mut raw: Vec<Option<Rc<Interned>>> = g.raw.iter().map(|i| i.v.kept.then(|| i.v.clone())).collect();
+        for (i, e) in &g.changed {
+            if !e.kept {
+                if let Some(r) = raw.get_mut(*i) {
+                    *r = None;
+                }
+            }
+        }
+        if raw.iter().filter(|r| r.is_none()).count() > near_most(raw.len()) {
+            return;
+        }
+        let changed = g.changed.iter().filter(|(i, _)| raw.get(*i).is_some_and(Option::is_some)).cloned().collect();
+        // Only a list of memo entries is one of the memo's lists (see `keep_group`).
+        let complete = raw.iter().all(Option::is_some);
         if self.groups.len() <= slot {
             self.groups.resize_with(slot + 1, || None);
         }
@@ -684,16 +779,18 @@ impl Memo {
             self.next_record += 1;
             *rec = Some(Rc::new(GroupRecord {
                 id: self.next_record,
-                raw: g.raw.iter().map(|i| i.v.clone()).collect(),
-                changed: g.changed.clone(),
-                union: None,
-                fails: Vec::new(),
+                raw,
+                changed,
+                union: g.union.get().cloned(),
+                fails: g.fails.borrow().clone(),
                 bytes,
                 group: None,
             }));
             g.record.set(self.next_record);
         }
-        self.keep_group(g);
+        if complete {
+            self.keep_group(g);
+        }
     }
 
     /// Makes `g` the group its record gives whole, when its list is one of the memo's last
@@ -758,7 +855,7 @@ impl Memo {
         };
         let records: Vec<&GroupRecord> = self.groups.iter().flatten().map(|r| &**r).collect();
         let bytes: usize = records.iter().map(|r| r.bytes).sum();
-        bytes == self.record_bytes && bytes <= MEMO_RECORD_BYTES && records.iter().all(|r| r.raw.iter().all(held) && r.changed.iter().all(|(_, e)| held(e))) && self.lists.values().all(|l| l.iter().all(|i| held(&i.v))) && self.list_bytes <= MEMO_RECORD_BYTES
+        bytes == self.record_bytes && bytes <= MEMO_RECORD_BYTES && records.iter().all(|r| r.raw.iter().flatten().all(held) && r.changed.iter().all(|(_, e)| held(e))) && self.lists.values().all(|l| l.iter().all(|i| held(&i.v))) && self.list_bytes <= MEMO_RECORD_BYTES
     }
 
     /// Values held.

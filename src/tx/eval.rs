@@ -589,17 +589,57 @@ fn group(t: &Transaction, link: &Rule, head: &Rule) -> Option<std::rc::Rc<Group>
     // The memo's record of the slot serves a group with removals too: a record describes
     // exactly the values it was made from (compared one by one), whichever removals left them.
     let slot32 = link.group_slot;
-    let g = match memo.group_record(slot32, &list) {
+    let most = super::cache::near_most(list.len());
+    let mut seeded = None;
+    let mut near = false;
+    let g = match memo.group_record(slot32, &list, most) {
         // The same values as the last group of this slot: its changed values, union and
         // operators known false on all values.
-        Some(rec) if rec.group.as_ref().is_some_and(|g| std::rc::Rc::ptr_eq(&g.raw, &list)) => {
+        Some((rec, at)) if at.is_empty() && rec.group.as_ref().is_some_and(|g| std::rc::Rc::ptr_eq(&g.raw, &list)) => {
             cache.stats.groups_recorded += 1;
             cache.stats.groups_whole += 1;
             let g = rec.group.clone()?;
             cache.hold_group(&g);
             g
         }
-        Some(rec) => {
+        // A few values differ (Envoy's new x-request-id, a changed argument): the record's
+        // changed values at the other places, the chain at these; what the record knows of
+        // its values holds for the ones kept (see `Group::seed`).
+        Some((rec, at)) if !at.is_empty() => {
+            cache.stats.groups_near += 1;
+            let mut fresh = Vec::new();
+            for &i in &at {
+                let Some(item) = list.get(i) else { continue };
+                if item.v.raw.len() <= 4096 && untouched(&item.v.bytes, &link.chain_trigger) {
+                    continue;
+                }
+                cache.prepare(&item.v, link.chain_id, link.multi_match, &link.transforms, &link.step_triggers, &mut memo, &mut |e| fresh.push((i, e)));
+            }
+            let g = cache.new_group(list.clone(), link.multi_match, slot32, |cache, changed| {
+                let mut fresh = fresh.into_iter().peekable();
+                for (i, e) in rec.changed.iter().filter(|(i, _)| at.binary_search(i).is_err()) {
+                    while let Some(f) = fresh.next_if(|(j, _)| j < i) {
+                        changed.push(f);
+                    }
+                    cache.hold(e.clone());
+                    changed.push((*i, e.clone()));
+                }
+                changed.extend(fresh);
+            });
+            let words = link.group_slot.and_then(|s| t.rs.slot_words.get(s as usize)).copied().unwrap_or((0, (t.rs.memo_bits / 64) as u32));
+            let new_values = g.seed(&rec, &at, words);
+            seeded = rec.union.clone().map(|u| (u, new_values));
+            if rec.open_at(&at, &list) {
+                // Only values that are not memo entries differ, at places the record leaves
+                // empty: the record describes this group as well as it did the last one (its
+                // facts hold for the places it has), and learns what this group's rules find.
+                g.record.set(rec.id);
+            } else {
+                near = true;
+            }
+            g
+        }
+        Some((rec, _)) => {
             cache.stats.groups_recorded += 1;
             let g = cache.new_group(list.clone(), link.multi_match, slot32, |cache, changed| {
                 for (i, e) in &rec.changed {
@@ -632,6 +672,19 @@ fn group(t: &Transaction, link: &Rule, head: &Rule) -> Option<std::rc::Rc<Group>
         }
     };
     cache.stats.groups_built += 1;
+    drop(cache);
+    if let Some((mut u, values)) = seeded {
+        // The record's union (a superset for the values kept) and the new values' scans.
+        for e in &values {
+            u.union_with(e.scan(&t.cache, &t.rs.prefilter).satisfied());
+        }
+        let _ = g.union.set(u);
+    }
+    if near {
+        memo.record_group(&g);
+    }
+    drop(memo);
+    let mut cache = t.cache.borrow_mut();
     if let Some(m) = cache.group_stats.as_mut() {
         let s = m.entry(key).or_insert_with(|| super::profile::GroupStat { name: super::profile::group_name(link), ..Default::default() });
         s.built += 1;
@@ -802,6 +855,7 @@ fn eval_link(t: &Transaction, link: &Rule, head: &Rule, hits: &mut HitPool) {
         // A large group: when the operator is known false on every value the memo has
         // recorded, only the values it has not (see `Group::known`) can match.
         let known = match (link.memo_bit, link.negated) {
+            (Some(b), false) if g.seeded().is_some() => g.seeded().filter(|k| k.failed(b)),
             (Some(b), false) if g.len() >= KNOWN_MIN => {
                 let words = g.slot.and_then(|s| t.rs.slot_words.get(s as usize)).copied().unwrap_or((0, (t.rs.memo_bits / 64) as u32));
                 Some(g.known(words)).filter(|k| k.failed(b))
