@@ -753,6 +753,11 @@ impl Memo {
         if g.len() > MEMO_GROUP_MAX {
             return;
         }
+        // Counted first (most groups of new values are not recorded: no copy for them).
+        let open = g.raw.iter().filter(|i| !i.v.kept).count() + g.changed.iter().filter(|(_, e)| !e.kept).count();
+        if open > near_most(g.raw.len()) {
+            return;
+        }
         let mut raw: Vec<Option<Rc<Interned>>> = g.raw.iter().map(|i| i.v.kept.then(|| i.v.clone())).collect();
         for (i, e) in &g.changed {
             if !e.kept {
