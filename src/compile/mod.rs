@@ -193,6 +193,9 @@ pub struct Ruleset {
     pub memo_bits: usize,
     /// Per group slot, the words of memo bits (first, last) its rules' operators have.
     pub slot_words: Vec<(u32, u32)>,
+    /// By target id (`Rule::target_sigs`): whether its variable is of the ARGS family
+    /// ([`Var::is_args`]): its list is a function of the query string and the body.
+    pub args_targets: Vec<bool>,
     /// Distinct for every rule set this process builds (the cross-transaction memo of one
     /// rule set is never read with another's rules).
     pub uid: u64,
@@ -770,6 +773,7 @@ impl Compiler {
         let mut sigs: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
         let mut tsigs: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
         let mut slots: std::collections::HashMap<(u32, u32, bool), u32> = std::collections::HashMap::new();
+        let mut args_targets: Vec<bool> = Vec::new();
         let mut tags: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
         let mut ops: std::collections::HashMap<(String, String), u32> = std::collections::HashMap::new();
         let mut intern = |r: &mut Rule| {
@@ -785,7 +789,20 @@ impl Compiler {
             });
             r.target_sig = target_signature(&r.targets).map(|key| number(&mut sigs, key));
             r.target_sigs = if r.target_sig.is_some() {
-                r.targets.iter().filter_map(|t| target_signature(std::slice::from_ref(t))).map(|key| number(&mut tsigs, key)).collect()
+                let mut ids = Vec::with_capacity(r.targets.len());
+                for t in &r.targets {
+                    if let Some(key) = target_signature(std::slice::from_ref(t)) {
+                        let id = number(&mut tsigs, key);
+                        if args_targets.len() <= id as usize {
+                            args_targets.resize(id as usize + 1, false);
+                        }
+                        if let Some(a) = args_targets.get_mut(id as usize) {
+                            *a = t.var.is_args();
+                        }
+                        ids.push(id);
+                    }
+                }
+                ids
             } else {
                 Vec::new()
             };
@@ -837,7 +854,7 @@ impl Compiler {
             }
             false
         });
-        Ok(Ruleset { settings: self.settings, phases, warnings: self.warnings, skip_targets, prefilter: pf.build(), persistent, mentions: self.mentions, group_slots, memo_bits, slot_words, uid: next_uid(), init: std::sync::OnceLock::new(), tags, quick })
+        Ok(Ruleset { settings: self.settings, phases, warnings: self.warnings, skip_targets, prefilter: pf.build(), persistent, mentions: self.mentions, group_slots, memo_bits, slot_words, args_targets, uid: next_uid(), init: std::sync::OnceLock::new(), tags, quick })
     }
 }
 

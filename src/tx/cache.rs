@@ -632,11 +632,30 @@ pub(crate) struct Memo {
     concats: FxMap<u32, Concat>,
     /// What `lists` and `concats` take: items and key bytes (at most [`MEMO_RECORD_BYTES`]).
     list_bytes: usize,
+    /// By (target id, removal mask) of the ARGS family: the generation of the sources `lists`
+    /// holds its list from (see [`Memo::args_generation`]).
+    list_gens: FxMap<(u32, u32), u64>,
+    /// The last sources of the ARGS family, most recent first, with their generations.
+    args_sources: Vec<ArgsSource>,
+    next_args_gen: u64,
 }
+
+/// What the ARGS family's values are made of: the query string, the body and its processor
+/// when it was parsed, and the runtime target removals (by the `ctl` that made each, in order:
+/// they give the removal masks their meaning).
+struct ArgsSource {
+    query: Vec<u8>,
+    body: Option<(Vec<u8>, Vec<u8>)>,
+    removals: Vec<usize>,
+    gen: u64,
+}
+
+/// Sources of the ARGS family a [`Memo`] remembers (a request's phase 1 and 2 have two).
+const ARGS_SOURCES: usize = 4;
 
 impl Memo {
     pub fn new() -> Memo {
-        Memo { seen: vec![0; MEMO_SEEN / 64].into_boxed_slice(), seen_bits: 0, keys: Default::default(), young: hashbrown::HashTable::new(), old: hashbrown::HashTable::new(), young_bytes: 0, groups: Vec::new(), next_record: 0, record_bytes: 0, lists: FxMap::default(), concats: FxMap::default(), list_bytes: 0 }
+        Memo { seen: vec![0; MEMO_SEEN / 64].into_boxed_slice(), seen_bits: 0, keys: Default::default(), young: hashbrown::HashTable::new(), old: hashbrown::HashTable::new(), young_bytes: 0, groups: Vec::new(), next_record: 0, record_bytes: 0, lists: FxMap::default(), concats: FxMap::default(), list_bytes: 0, list_gens: FxMap::default(), args_sources: Vec::new(), next_args_gen: 0 }
     }
 
     /// The entry of `b`, or a new one (`make` shares the bytes); None for a long value and
@@ -685,6 +704,7 @@ impl Memo {
             self.groups.clear();
             self.record_bytes = 0;
             self.lists.clear();
+            self.list_gens.clear();
             self.concats.clear();
             self.list_bytes = 0;
         }
@@ -698,6 +718,44 @@ impl Memo {
     /// where they have the same bytes at the same place, instead of looking each value up.
     pub fn last_list(&self, key: (u32, u32)) -> Option<Rc<Vec<RawItem>>> {
         self.lists.get(&key).cloned()
+    }
+
+    /// The generation of these sources of the ARGS family: the same number for the same
+    /// bytes (compared whole), a new one for new ones; None past [`MEMO_VALUE_MAX`] bytes.
+    pub fn args_generation(&mut self, query: &[u8], body: Option<(&[u8], &[u8])>, removals: &[usize]) -> Option<u64> {
+        if query.len() + body.map_or(0, |(p, b)| p.len() + b.len()) > MEMO_VALUE_MAX {
+            return None;
+        }
+        let same = |s: &ArgsSource| s.query == query && s.body.as_ref().map(|(p, b)| (&p[..], &b[..])) == body && s.removals == removals;
+        if let Some(at) = self.args_sources.iter().position(same) {
+            let s = self.args_sources.remove(at);
+            let gen = s.gen;
+            self.args_sources.insert(0, s);
+            return Some(gen);
+        }
+        self.next_args_gen += 1;
+        let gen = self.next_args_gen;
+        self.args_sources.truncate(ARGS_SOURCES - 1);
+        self.args_sources.insert(0, ArgsSource { query: query.to_vec(), body: body.map(|(p, b)| (p.to_vec(), b.to_vec())), removals: removals.to_vec(), gen });
+        Some(gen)
+    }
+
+    /// The last list of target `key` when it was collected from sources of generation `gen`.
+    pub fn last_list_of(&self, key: (u32, u32), gen: u64) -> Option<Rc<Vec<RawItem>>> {
+        (self.list_gens.get(&key) == Some(&gen)).then(|| self.lists.get(&key).cloned()).flatten()
+    }
+
+    /// Notes that `l`, when it is the last list of `key`, was collected from sources of
+    /// generation `gen` (none: forgets any).
+    pub fn tag_list(&mut self, key: (u32, u32), l: &Rc<Vec<RawItem>>, gen: Option<u64>) {
+        match gen {
+            Some(g) if self.lists.get(&key).is_some_and(|kept| Rc::ptr_eq(kept, l)) => {
+                self.list_gens.insert(key, g);
+            }
+            _ => {
+                self.list_gens.remove(&key);
+            }
+        }
     }
 
     /// Keeps `l` as the last list of target `key` when all its values are entries of the memo

@@ -95,6 +95,9 @@ fn bump(c: &std::cell::Cell<u64>) {
 /// A `ctl:ruleRemoveTarget*` in force for this transaction.
 #[derive(Debug, Clone)]
 pub(crate) struct TargetRemoval {
+    /// The address of the `ctl` (in the rule set) that made it: removals from the same ctls in
+    /// the same order mean the same masks (see `Transaction::args_generation`).
+    pub origin: usize,
     pub ids: Vec<(u64, u64)>,
     /// The tag's id (`Ruleset::tag_id`); None: not by tag, or a tag no rule has.
     pub tag: Option<u32>,
@@ -741,6 +744,16 @@ fn target_items(t: &Transaction, ts: u32, mask: u32, target: &Target, head: &Rul
     if let Some(l) = t.cache.borrow().targets.get(&(ts, mask)) {
         return Some(l.clone());
     }
+    // An ARGS list collected from the very same query string, body and removals as now: the
+    // same list (a body that comes again is not collected and compared per target again).
+    let args = t.rs.args_targets.get(ts as usize).copied().unwrap_or(false);
+    let gen = if args { t.args_generation() } else { None };
+    if let Some(l) = gen.and_then(|g| t.memo.borrow().last_list_of((ts, mask), g)) {
+        let mut cache = t.cache.borrow_mut();
+        cache.hold_list(&l);
+        cache.targets.insert((ts, mask), l.clone());
+        return Some(l);
+    }
     // The scratch list of `eval_link` (not in use here: lists are built before it runs).
     let mut values: Vec<Value<'_>> = recycle(std::mem::take(&mut *t.values_scratch.borrow_mut()));
     collect(t, target, Some(head), &mut values);
@@ -796,6 +809,9 @@ fn target_items(t: &Transaction, ts: u32, mask: u32, target: &Target, head: &Rul
             l
         }
     };
+    if args {
+        memo.tag_list((ts, mask), &l, gen);
+    }
     // Its values stay alive to the end of the transaction: the address-keyed tables key
     // them, and the memo may let them go before (another request's list, a retired
     // generation); an address reused by other bytes must never find their entries.
@@ -1194,12 +1210,12 @@ fn apply_ctl(t: &mut Transaction, c: &Ctl) {
             }
         }
         Ctl::RuleRemoveTargetById(ids, target) => {
-            t.removed_targets.push(TargetRemoval { ids: ids.clone(), tag: None, var: target.var, sel: target.sel.clone() });
+            t.removed_targets.push(TargetRemoval { origin: c as *const Ctl as usize, ids: ids.clone(), tag: None, var: target.var, sel: target.sel.clone() });
             mark_ids(t, ids);
         }
         Ctl::RuleRemoveTargetByTag(tag, target) => {
             let tag = t.rs.tag_id(tag);
-            t.removed_targets.push(TargetRemoval { ids: Vec::new(), tag, var: target.var, sel: target.sel.clone() });
+            t.removed_targets.push(TargetRemoval { origin: c as *const Ctl as usize, ids: Vec::new(), tag, var: target.var, sel: target.sel.clone() });
             if let Some(tag) = tag {
                 mark_tag(t, tag);
             }

@@ -218,6 +218,8 @@ pub struct Transaction {
     /// `ctl:ruleRemoveByTag`, by tag id (see `Ruleset::tag_id`).
     pub(crate) removed_tags: Vec<u32>,
     pub(crate) removed_targets: Vec<eval::TargetRemoval>,
+    /// `args_generation`'s answer, for (removals, body parsed).
+    args_gen: std::cell::Cell<Option<(usize, bool, Option<u64>)>>,
     /// The rules (by `Rule::index`) some runtime removal above may concern, one bit each:
     /// the others skip the removal checks without reading their ids and tags.
     pub(crate) affected: Vec<u64>,
@@ -282,6 +284,7 @@ impl Transaction {
             removed_ids: Vec::new(),
             removed_tags: Vec::new(),
             removed_targets: Vec::new(),
+            args_gen: std::cell::Cell::new(None),
             affected: Vec::new(),
             matched: eval::Matched::default(),
             highest_severity: 255,
@@ -585,6 +588,32 @@ impl Transaction {
         if n > 64 && self.rs.rule_count() >= 200 {
             self.cache.get_mut().reserve(n);
         }
+    }
+
+    /// The memo's generation of what the ARGS family is made of now (see
+    /// `Memo::args_generation`): the query string, the body when parsed (urlencoded or JSON
+    /// only: a multipart body's fields also depend on its headers), the removals so far.
+    pub(crate) fn args_generation(&self) -> Option<u64> {
+        let parsed = self.req.body_processed;
+        let state = (self.removed_targets.len(), parsed);
+        if let Some((n, p, gen)) = self.args_gen.get() {
+            if (n, p) == state {
+                return gen;
+            }
+        }
+        let processor = &self.req.reqbody_processor;
+        let body = match (parsed, processor.as_slice()) {
+            (false, _) => None,
+            (true, b"" | b"URLENCODED" | b"JSON") => Some((processor.as_slice(), self.req.body.as_slice())),
+            (true, _) => {
+                self.args_gen.set(Some((state.0, state.1, None)));
+                return None;
+            }
+        };
+        let removals: Vec<usize> = self.removed_targets.iter().map(|r| r.origin).collect();
+        let gen = self.memo.borrow_mut().args_generation(&self.req.query_string, body, &removals);
+        self.args_gen.set(Some((state.0, state.1, gen)));
+        gen
     }
 
     pub(crate) fn set_allow(&mut self, scope: AllowScope) {

@@ -905,3 +905,44 @@ SecRule ARGS "@rx ^bad$" "id:4,phase:2,deny,status:403,t:none,t:urlDecodeUni"
     assert!(near.get() >= 10, "groups built from a near record: {}", near.get());
     assert!(rs_memo_ok(&rs));
 }
+
+/// An ARGS list collected from the very same query string, body (and body processor) and
+/// runtime removals as a request before is that request's list, not collected again: the
+/// verdicts follow whatever of these changed, including which ctl made each removal (the
+/// removal masks number removals in the order they were made).
+#[test]
+fn args_lists_of_the_same_sources_decide_as_the_first_time() {
+    let rs = rules(
+        r#"SecRuleEngine On
+SecRequestBodyAccess On
+SecRule REQUEST_HEADERS:x-h1 "@streq 1" "id:10,phase:1,pass,nolog,ctl:ruleRemoveTargetById=2;ARGS:a"
+SecRule REQUEST_HEADERS:x-h2 "@streq 1" "id:11,phase:1,pass,nolog,ctl:ruleRemoveTargetById=2;ARGS:b"
+SecRule ARGS "@rx ^evil$" "id:2,phase:2,deny,status:403,t:none"
+SecRule ARGS_NAMES "@rx ^attack" "id:3,phase:2,deny,status:403,t:none"
+"#,
+    );
+    let post = |body: &str, ct: (&str, &str), h: &[(&str, &str)]| {
+        let mut headers = vec![ct];
+        headers.extend_from_slice(h);
+        blocked_by(&rs, "POST", "/form", &headers, body.as_bytes())
+    };
+    let (h1, h2) = (("x-h1", "1"), ("x-h2", "1"));
+    for _ in 0..3 {
+        assert_eq!(post("a=evil&b=fine", FORM, &[h1]), None);
+        assert_eq!(post("a=evil&b=fine", FORM, &[h2]), Some(2));
+        assert_eq!(post("a=evil&b=fine", FORM, &[]), Some(2));
+        assert_eq!(post("a=evil&b=fine", FORM, &[h2, h1]), None);
+        assert_eq!(post("a=fine&b=evil", FORM, &[h2]), None);
+        assert_eq!(post("a=fine&b=evil", FORM, &[h1]), Some(2));
+        // The same bytes as JSON are no arguments at all (a parse error).
+        assert_eq!(post("a=evil", JSON, &[]), None);
+        assert_eq!(post("a=evil", FORM, &[]), Some(2));
+        assert_eq!(post(r#"{"a":"evil"}"#, JSON, &[]), Some(2));
+        assert_eq!(post("attack1=x", FORM, &[]), Some(3));
+        assert_eq!(blocked_by(&rs, "GET", "/?a=evil", &[h1], b""), None);
+        assert_eq!(blocked_by(&rs, "GET", "/?a=evil", &[h2], b""), Some(2));
+        assert_eq!(blocked_by(&rs, "GET", "/?b=evil", &[h1], b""), Some(2));
+        assert_eq!(blocked_by(&rs, "POST", "/?b=evil", &[FORM, h1], b"a=evil"), Some(2));
+        assert_eq!(blocked_by(&rs, "POST", "/?b=fine", &[FORM, h1], b"a=evil"), None);
+    }
+}

@@ -167,6 +167,11 @@ vars! {
 }
 
 impl Var {
+    /// The ARGS family: values of the query string and of the body (urlencoded or JSON) only.
+    pub fn is_args(self) -> bool {
+        matches!(self, Var::Args | Var::ArgsNames | Var::ArgsGet | Var::ArgsGetNames | Var::ArgsPost | Var::ArgsPostNames)
+    }
+
     /// Variables whose values are request or response data that does not
     /// change while a phase runs (rules cannot write them), and are borrowed
     /// from it: their collected values can be shared by rules in a phase.
