@@ -793,11 +793,9 @@ impl Compiler {
                 for t in &r.targets {
                     if let Some(key) = target_signature(std::slice::from_ref(t)) {
                         let id = number(&mut tsigs, key);
-                        if args_targets.len() <= id as usize {
-                            args_targets.resize(id as usize + 1, false);
-                        }
-                        if let Some(a) = args_targets.get_mut(id as usize) {
-                            *a = t.var.is_args();
+                        // Ids are numbered here only, in order (the key names the variable).
+                        if id as usize == args_targets.len() {
+                            args_targets.push(t.var.is_args());
                         }
                         ids.push(id);
                     }

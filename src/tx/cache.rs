@@ -521,6 +521,14 @@ pub(crate) struct GroupRecord {
 }
 
 /// What a record of `g` takes (see [`GroupRecord::bytes`]).
+impl GroupRecord {
+    /// Whether the record has no entry at any of places `at` (values that were not memo
+    /// entries) and `raw` has none there either.
+    pub fn open_at(&self, at: &[usize], raw: &[RawItem]) -> bool {
+        at.iter().all(|&i| self.raw.get(i).is_some_and(Option::is_none) && raw.get(i).is_some_and(|item| !item.v.kept))
+    }
+}
+
 fn record_bytes(g: &Group) -> usize {
     g.raw.len() * std::mem::size_of::<Rc<Interned>>() + g.changed.len() * std::mem::size_of::<(usize, Rc<Interned>)>()
 }
@@ -574,14 +582,6 @@ pub(crate) const MEMO_VALUE_MAX: usize = 64 * 1024;
 /// Values and bytes of a [`Memo`] generation.
 pub(crate) const MEMO_ENTRIES: usize = 4096;
 const MEMO_BYTES: usize = 1 << 20;
-impl GroupRecord {
-    /// Whether the record has no entry at any of places `at` (values that were not memo
-    /// entries) and `raw` has none there either.
-    pub fn open_at(&self, at: &[usize], raw: &[RawItem]) -> bool {
-        at.iter().all(|&i| self.raw.get(i).is_some_and(Option::is_none) && raw.get(i).is_some_and(|item| !item.v.kept))
-    }
-}
-
 /// Largest group a [`Memo`] keeps a record of (a GET's groups have ~30 values, a 1 KB JSON
 /// POST's up to ~150, a 10 KB one's ~1,000).
 const MEMO_GROUP_MAX: usize = 4096;
@@ -811,7 +811,8 @@ impl Memo {
         if g.len() > MEMO_GROUP_MAX {
             return;
         }
-        // Counted first (most groups of new values are not recorded: no copy for them).
+        // Counted before any copy (most groups of new values are not recorded); a place whose
+        // raw and changed values are both not entries counts twice, so the copy is within too.
         let open = g.raw.iter().filter(|i| !i.v.kept).count() + g.changed.iter().filter(|(_, e)| !e.kept).count();
         if open > near_most(g.raw.len()) {
             return;
@@ -823,9 +824,6 @@ impl Memo {
                     *r = None;
                 }
             }
-        }
-        if raw.iter().filter(|r| r.is_none()).count() > near_most(raw.len()) {
-            return;
         }
         let changed = g.changed.iter().filter(|(i, _)| raw.get(*i).is_some_and(Option::is_some)).cloned().collect();
         // Only a list of memo entries is one of the memo's lists (see `keep_group`).

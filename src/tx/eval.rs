@@ -629,8 +629,7 @@ fn group(t: &Transaction, link: &Rule, head: &Rule) -> Option<std::rc::Rc<Group>
                 }
                 changed.extend(fresh);
             });
-            let words = link.group_slot.and_then(|s| t.rs.slot_words.get(s as usize)).copied().unwrap_or((0, (t.rs.memo_bits / 64) as u32));
-            let new_values = g.seed(&rec, &at, words);
+            let new_values = g.seed(&rec, &at, slot_words(t, link.group_slot));
             seeded = rec.union.clone().map(|u| (u, new_values));
             if rec.open_at(&at, &list) {
                 // Only values that are not memo entries differ, at places the record leaves
@@ -820,6 +819,12 @@ fn target_items(t: &Transaction, ts: u32, mask: u32, target: &Target, head: &Rul
     Some(l)
 }
 
+/// The words (first, last) of the memo bits that the rules of group slot `slot` have; all of
+/// them without a slot.
+fn slot_words(t: &Transaction, slot: Option<u32>) -> (u32, u32) {
+    slot.and_then(|s| t.rs.slot_words.get(s as usize)).copied().unwrap_or((0, (t.rs.memo_bits / 64) as u32))
+}
+
 /// What any value of `g` may satisfy (see [`Group::union`]). A superset is as good (sound)
 /// and cheaper: the union of the whole raw list (shared by every group over it) and of the
 /// values the chain changed.
@@ -870,12 +875,9 @@ fn eval_link(t: &Transaction, link: &Rule, head: &Rule, hits: &mut HitPool) {
         let mut caps = Captures::default();
         // A large group: when the operator is known false on every value the memo has
         // recorded, only the values it has not (see `Group::known`) can match.
-        let known = match (link.memo_bit, link.negated) {
-            (Some(b), false) if g.seeded().is_some() => g.seeded().filter(|k| k.failed(b)),
-            (Some(b), false) if g.len() >= KNOWN_MIN => {
-                let words = g.slot.and_then(|s| t.rs.slot_words.get(s as usize)).copied().unwrap_or((0, (t.rs.memo_bits / 64) as u32));
-                Some(g.known(words)).filter(|k| k.failed(b))
-            }
+        let known = match (link.memo_bit, link.negated, g.seeded()) {
+            (Some(b), false, Some(k)) => Some(k).filter(|k| k.failed(b)),
+            (Some(b), false, None) if g.len() >= KNOWN_MIN => Some(g.known(slot_words(t, g.slot))).filter(|k| k.failed(b)),
             _ => None,
         };
         if let Some(k) = known {

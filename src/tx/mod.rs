@@ -601,17 +601,16 @@ impl Transaction {
                 return gen;
             }
         }
-        let processor = &self.req.reqbody_processor;
-        let body = match (parsed, processor.as_slice()) {
-            (false, _) => None,
-            (true, b"" | b"URLENCODED" | b"JSON") => Some((processor.as_slice(), self.req.body.as_slice())),
-            (true, _) => {
-                self.args_gen.set(Some((state.0, state.1, None)));
-                return None;
-            }
+        let processor = self.req.reqbody_processor.as_slice();
+        let body = match (parsed, processor) {
+            (false, _) => Some(None),
+            (true, b"" | b"URLENCODED" | b"JSON") => Some(Some((processor, self.req.body.as_slice()))),
+            (true, _) => None,
         };
-        let removals: Vec<usize> = self.removed_targets.iter().map(|r| r.origin).collect();
-        let gen = self.memo.borrow_mut().args_generation(&self.req.query_string, body, &removals);
+        let gen = body.and_then(|body| {
+            let removals: Vec<usize> = self.removed_targets.iter().map(|r| r.origin).collect();
+            self.memo.borrow_mut().args_generation(&self.req.query_string, body, &removals)
+        });
         self.args_gen.set(Some((state.0, state.1, gen)));
         gen
     }
