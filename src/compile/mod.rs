@@ -193,9 +193,8 @@ pub struct Ruleset {
     pub memo_bits: usize,
     /// Per group slot, the words of memo bits (first, last) its rules' operators have.
     pub slot_words: Vec<(u32, u32)>,
-    /// By target id (`Rule::target_sigs`): whether its variable is of the ARGS family
-    /// ([`Var::is_args`]): its list is a function of the query string and the body.
-    pub args_targets: Vec<bool>,
+    /// By target id (`Rule::target_sigs`): what its list is a function of ([`Var::source`]).
+    pub target_sources: Vec<crate::vars::Source>,
     /// Distinct for every rule set this process builds (the cross-transaction memo of one
     /// rule set is never read with another's rules).
     pub uid: u64,
@@ -773,7 +772,7 @@ impl Compiler {
         let mut sigs: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
         let mut tsigs: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
         let mut slots: std::collections::HashMap<(u32, u32, bool), u32> = std::collections::HashMap::new();
-        let mut args_targets: Vec<bool> = Vec::new();
+        let mut target_sources: Vec<crate::vars::Source> = Vec::new();
         let mut tags: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
         let mut ops: std::collections::HashMap<(String, String), u32> = std::collections::HashMap::new();
         let mut intern = |r: &mut Rule| {
@@ -794,8 +793,8 @@ impl Compiler {
                     if let Some(key) = target_signature(std::slice::from_ref(t)) {
                         let id = number(&mut tsigs, key);
                         // Ids are numbered here only, in order (the key names the variable).
-                        if id as usize == args_targets.len() {
-                            args_targets.push(t.var.is_args());
+                        if id as usize == target_sources.len() {
+                            target_sources.push(t.var.source());
                         }
                         ids.push(id);
                     }
@@ -852,7 +851,7 @@ impl Compiler {
             }
             false
         });
-        Ok(Ruleset { settings: self.settings, phases, warnings: self.warnings, skip_targets, prefilter: pf.build(), persistent, mentions: self.mentions, group_slots, memo_bits, slot_words, args_targets, uid: next_uid(), init: std::sync::OnceLock::new(), tags, quick })
+        Ok(Ruleset { settings: self.settings, phases, warnings: self.warnings, skip_targets, prefilter: pf.build(), persistent, mentions: self.mentions, group_slots, memo_bits, slot_words, target_sources, uid: next_uid(), init: std::sync::OnceLock::new(), tags, quick })
     }
 }
 

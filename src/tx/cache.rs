@@ -632,30 +632,32 @@ pub(crate) struct Memo {
     concats: FxMap<u32, Concat>,
     /// What `lists` and `concats` take: items and key bytes (at most [`MEMO_RECORD_BYTES`]).
     list_bytes: usize,
-    /// By (target id, removal mask) of the ARGS family: the generation of the sources `lists`
-    /// holds its list from (see [`Memo::args_generation`]).
+    /// By (target id, removal mask) of a sourced variable ([`crate::vars::Var::is_sourced`]):
+    /// the generation of the sources `lists` holds its list from (see
+    /// [`Memo::source_generation`]).
     list_gens: FxMap<(u32, u32), u64>,
-    /// The last sources of the ARGS family, most recent first, with their generations.
-    args_sources: Vec<ArgsSource>,
-    next_args_gen: u64,
+    /// The last sources, most recent first, with their generations.
+    sources: Vec<Sources>,
+    next_gen: u64,
 }
 
-/// What the ARGS family's values are made of: the query string, the body and its processor
-/// when it was parsed, and the runtime target removals (by the `ctl` that made each, in order:
-/// they give the removal masks their meaning).
-struct ArgsSource {
-    query: Vec<u8>,
+/// What the sourced variables' values are made of: the request line's parts and the `Cookie`
+/// headers ([`Sources::line`]), the body and its processor when it was parsed, and the runtime
+/// target removals (by the `ctl` that made each, in order: they give the removal masks their
+/// meaning).
+struct Sources {
+    line: [Vec<u8>; 4],
     body: Option<(Vec<u8>, Vec<u8>)>,
     removals: Vec<usize>,
     gen: u64,
 }
 
-/// Sources of the ARGS family a [`Memo`] remembers (a request's phase 1 and 2 have two).
-const ARGS_SOURCES: usize = 4;
+/// Sources a [`Memo`] remembers (a request's phase 1 and 2 have two).
+const SOURCES_KEPT: usize = 4;
 
 impl Memo {
     pub fn new() -> Memo {
-        Memo { seen: vec![0; MEMO_SEEN / 64].into_boxed_slice(), seen_bits: 0, keys: Default::default(), young: hashbrown::HashTable::new(), old: hashbrown::HashTable::new(), young_bytes: 0, groups: Vec::new(), next_record: 0, record_bytes: 0, lists: FxMap::default(), concats: FxMap::default(), list_bytes: 0, list_gens: FxMap::default(), args_sources: Vec::new(), next_args_gen: 0 }
+        Memo { seen: vec![0; MEMO_SEEN / 64].into_boxed_slice(), seen_bits: 0, keys: Default::default(), young: hashbrown::HashTable::new(), old: hashbrown::HashTable::new(), young_bytes: 0, groups: Vec::new(), next_record: 0, record_bytes: 0, lists: FxMap::default(), concats: FxMap::default(), list_bytes: 0, list_gens: FxMap::default(), sources: Vec::new(), next_gen: 0 }
     }
 
     /// The entry of `b`, or a new one (`make` shares the bytes); None for a long value and
@@ -720,23 +722,26 @@ impl Memo {
         self.lists.get(&key).cloned()
     }
 
-    /// The generation of these sources of the ARGS family: the same number for the same
-    /// bytes (compared whole), a new one for new ones; None past [`MEMO_VALUE_MAX`] bytes.
-    pub fn args_generation(&mut self, query: &[u8], body: Option<(&[u8], &[u8])>, removals: &[usize]) -> Option<u64> {
-        if query.len() + body.map_or(0, |(p, b)| p.len() + b.len()) > MEMO_VALUE_MAX {
+    /// The generation of these sources: the same number for the same bytes (compared whole,
+    /// part by part), a new one for new ones; None past [`MEMO_VALUE_MAX`] bytes. `line`: the
+    /// method, the request target, the protocol and the `Cookie` headers (see
+    /// `Request::cookie_source`).
+    pub fn source_generation(&mut self, line: [&[u8]; 4], body: Option<(&[u8], &[u8])>, removals: &[usize]) -> Option<u64> {
+        let size: usize = line.iter().map(|p| p.len()).sum::<usize>() + body.map_or(0, |(p, b)| p.len() + b.len());
+        if size > MEMO_VALUE_MAX {
             return None;
         }
-        let same = |s: &ArgsSource| s.query == query && s.body.as_ref().map(|(p, b)| (&p[..], &b[..])) == body && s.removals == removals;
-        if let Some(at) = self.args_sources.iter().position(same) {
-            let s = self.args_sources.remove(at);
+        let same = |s: &Sources| s.line.iter().zip(line).all(|(a, b)| a[..] == *b) && s.body.as_ref().map(|(p, b)| (&p[..], &b[..])) == body && s.removals == removals;
+        if let Some(at) = self.sources.iter().position(same) {
+            let s = self.sources.remove(at);
             let gen = s.gen;
-            self.args_sources.insert(0, s);
+            self.sources.insert(0, s);
             return Some(gen);
         }
-        self.next_args_gen += 1;
-        let gen = self.next_args_gen;
-        self.args_sources.truncate(ARGS_SOURCES - 1);
-        self.args_sources.insert(0, ArgsSource { query: query.to_vec(), body: body.map(|(p, b)| (p.to_vec(), b.to_vec())), removals: removals.to_vec(), gen });
+        self.next_gen += 1;
+        let gen = self.next_gen;
+        self.sources.truncate(SOURCES_KEPT - 1);
+        self.sources.insert(0, Sources { line: line.map(<[u8]>::to_vec), body: body.map(|(p, b)| (p.to_vec(), b.to_vec())), removals: removals.to_vec(), gen });
         Some(gen)
     }
 

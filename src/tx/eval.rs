@@ -11,7 +11,7 @@ use crate::compile::prefilter::Satisfied;
 use crate::compile::quick::Quick;
 use crate::operators::{to_int, Captures, Expand, Operator};
 use crate::seclang::MacroPart;
-use crate::vars::{KeySel, Target, Var};
+use crate::vars::{KeySel, Source, Target, Var};
 
 /// `MATCHED_VAR`, `MATCHED_VAR_NAME` and `MATCHED_VARS` of the current rule.
 #[derive(Debug, Default)]
@@ -96,7 +96,7 @@ fn bump(c: &std::cell::Cell<u64>) {
 #[derive(Debug, Clone)]
 pub(crate) struct TargetRemoval {
     /// The address of the `ctl` (in the rule set) that made it: removals from the same ctls in
-    /// the same order mean the same masks (see `Transaction::args_generation`).
+    /// the same order mean the same masks (see `Transaction::source_generation`).
     pub origin: usize,
     pub ids: Vec<(u64, u64)>,
     /// The tag's id (`Ruleset::tag_id`); None: not by tag, or a tag no rule has.
@@ -743,10 +743,12 @@ fn target_items(t: &Transaction, ts: u32, mask: u32, target: &Target, head: &Rul
     if let Some(l) = t.cache.borrow().targets.get(&(ts, mask)) {
         return Some(l.clone());
     }
-    // An ARGS list collected from the very same query string, body and removals as now: the
-    // same list (a body that comes again is not collected and compared per target again).
-    let args = t.rs.args_targets.get(ts as usize).copied().unwrap_or(false);
-    let gen = if args { t.args_generation() } else { None };
+    // A list of ARGS, cookies or a part of the request line collected from the very same
+    // request line, cookies, body and removals as now: the same list (a body that comes again
+    // is not collected and compared per target again).
+    let source = t.rs.target_sources.get(ts as usize).copied().unwrap_or(Source::Other);
+    let sourced = source != Source::Other;
+    let gen = if sourced { t.source_generation(source == Source::LineAndBody) } else { None };
     if let Some(l) = gen.and_then(|g| t.memo.borrow().last_list_of((ts, mask), g)) {
         let mut cache = t.cache.borrow_mut();
         cache.hold_list(&l);
@@ -808,7 +810,7 @@ fn target_items(t: &Transaction, ts: u32, mask: u32, target: &Target, head: &Rul
             l
         }
     };
-    if args {
+    if sourced {
         memo.tag_list((ts, mask), &l, gen);
     }
     // Its values stay alive to the end of the transaction: the address-keyed tables key

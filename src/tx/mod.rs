@@ -218,8 +218,8 @@ pub struct Transaction {
     /// `ctl:ruleRemoveByTag`, by tag id (see `Ruleset::tag_id`).
     pub(crate) removed_tags: Vec<u32>,
     pub(crate) removed_targets: Vec<eval::TargetRemoval>,
-    /// `args_generation`'s answer, for (removals, body parsed).
-    args_gen: std::cell::Cell<Option<(usize, bool, Option<u64>)>>,
+    /// `source_generation`'s answers without and with the body, for (removals, body parsed).
+    source_gens: [std::cell::Cell<Option<(usize, bool, Option<u64>)>>; 2],
     /// The rules (by `Rule::index`) some runtime removal above may concern, one bit each:
     /// the others skip the removal checks without reading their ids and tags.
     pub(crate) affected: Vec<u64>,
@@ -284,7 +284,7 @@ impl Transaction {
             removed_ids: Vec::new(),
             removed_tags: Vec::new(),
             removed_targets: Vec::new(),
-            args_gen: std::cell::Cell::new(None),
+            source_gens: Default::default(),
             affected: Vec::new(),
             matched: eval::Matched::default(),
             highest_severity: 255,
@@ -590,13 +590,15 @@ impl Transaction {
         }
     }
 
-    /// The memo's generation of what the ARGS family is made of now (see
-    /// `Memo::args_generation`): the query string, the body when parsed (urlencoded or JSON
-    /// only: a multipart body's fields also depend on its headers), the removals so far.
-    pub(crate) fn args_generation(&self) -> Option<u64> {
-        let parsed = self.req.body_processed;
+    /// The memo's generation of what the sourced variables (`Var::source`) are made of now
+    /// (see `Memo::source_generation`): the request line, the cookies, with `with_body` the
+    /// body when parsed (urlencoded or JSON only: a multipart body's fields also depend on its
+    /// headers), the removals so far.
+    pub(crate) fn source_generation(&self, with_body: bool) -> Option<u64> {
+        let parsed = with_body && self.req.body_processed;
         let state = (self.removed_targets.len(), parsed);
-        if let Some((n, p, gen)) = self.args_gen.get() {
+        let cell = self.source_gens.get(usize::from(with_body))?;
+        if let Some((n, p, gen)) = cell.get() {
             if (n, p) == state {
                 return gen;
             }
@@ -609,9 +611,11 @@ impl Transaction {
         };
         let gen = body.and_then(|body| {
             let removals: Vec<usize> = self.removed_targets.iter().map(|r| r.origin).collect();
-            self.memo.borrow_mut().args_generation(&self.req.query_string, body, &removals)
+            let r = &self.req;
+            let line = [&r.method[..], &r.uri_raw[..], &r.protocol[..], &r.cookie_source[..]];
+            self.memo.borrow_mut().source_generation(line, body, &removals)
         });
-        self.args_gen.set(Some((state.0, state.1, gen)));
+        cell.set(Some((state.0, state.1, gen)));
         gen
     }
 

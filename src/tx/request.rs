@@ -25,6 +25,9 @@ pub(crate) struct Request {
     pub basename: Vec<u8>,
     pub headers: Pairs,
     pub cookies: Pairs,
+    /// The values of the `Cookie` headers parsed into `cookies`, each after its length (4
+    /// bytes): what REQUEST_COOKIES is made of (see `Memo::source_generation`).
+    pub cookie_source: Vec<u8>,
     pub args_get: Pairs,
     pub args_post: Pairs,
     pub urlencoded_error: bool,
@@ -185,6 +188,7 @@ impl Request {
             basename,
             headers,
             cookies,
+            cookie_source,
             args_get,
             args_post,
             urlencoded_error,
@@ -220,7 +224,7 @@ impl Request {
         for flag in [urlencoded_error, body_processed, inbound_data_error, reqbody_error, response_body_seen, outbound_data_error] {
             *flag = false;
         }
-        let buffers = [server_name, method, uri_raw, uri, protocol, request_line, query_string, filename, basename, body];
+        let buffers = [server_name, method, uri_raw, uri, protocol, request_line, query_string, filename, basename, body, cookie_source];
         for buf in buffers.into_iter().chain([reqbody_error_msg, reqbody_processor, response_body, multipart_name, multipart_filename]) {
             clear_kept(buf);
         }
@@ -255,6 +259,9 @@ impl Request {
     /// ModSecurity v3 cookie parsing: split on `;`, key = up to the first `=`
     /// (left-trimmed), empty keys skipped, values kept raw.
     fn add_cookies(&mut self, value: &[u8], max_cookies: usize) {
+        let len = u32::try_from(value.len()).unwrap_or(u32::MAX);
+        self.cookie_source.extend_from_slice(&len.to_le_bytes());
+        self.cookie_source.extend_from_slice(value);
         let mut value = value;
         while let Some((last, rest)) = value.split_last() {
             if last.is_ascii_whitespace() {

@@ -946,3 +946,36 @@ SecRule ARGS_NAMES "@rx ^attack" "id:3,phase:2,deny,status:403,t:none"
         assert_eq!(blocked_by(&rs, "POST", "/?b=fine", &[FORM, h1], b"a=evil"), None);
     }
 }
+
+/// Lists of cookies and of the request line's parts come from the memo when the request line,
+/// the `Cookie` headers (and the removals) are the very same; any change there collects again.
+#[test]
+fn cookie_and_request_line_lists_follow_their_sources() {
+    let rs = rules(
+        r#"SecRuleEngine On
+SecRule REQUEST_HEADERS:x-h1 "@streq 1" "id:10,phase:1,pass,nolog,ctl:ruleRemoveTargetById=4;REQUEST_COOKIES:c"
+SecRule REQUEST_COOKIES "@rx ^evil$" "id:4,phase:1,deny,status:403,t:none"
+SecRule REQUEST_COOKIES_NAMES "@rx ^attack" "id:5,phase:1,deny,status:403,t:none"
+SecRule REQUEST_FILENAME "@endsWith /admin" "id:6,phase:1,deny,status:403,t:none"
+SecRule REQUEST_METHOD "@streq DELETE" "id:7,phase:1,deny,status:403,t:none"
+SecRule REQUEST_BASENAME "@streq x.php" "id:8,phase:2,deny,status:403,t:none"
+"#,
+    );
+    let h1 = ("x-h1", "1");
+    for _ in 0..3 {
+        assert_eq!(blocked_by(&rs, "GET", "/a", &[("Cookie", "c=evil")], b""), Some(4));
+        assert_eq!(blocked_by(&rs, "GET", "/a", &[("Cookie", "c=fine")], b""), None);
+        assert_eq!(blocked_by(&rs, "GET", "/a", &[("Cookie", "c=fine"), ("Cookie", "d=evil")], b""), Some(4));
+        assert_eq!(blocked_by(&rs, "GET", "/a", &[("Cookie", "c=evil"), h1], b""), None);
+        assert_eq!(blocked_by(&rs, "GET", "/a", &[("Cookie", "d=evil"), h1], b""), Some(4));
+        assert_eq!(blocked_by(&rs, "GET", "/a", &[("Cookie", "attack=1")], b""), Some(5));
+        assert_eq!(blocked_by(&rs, "GET", "/a", &[], b""), None);
+        assert_eq!(blocked_by(&rs, "GET", "/admin", &[], b""), Some(6));
+        assert_eq!(blocked_by(&rs, "GET", "/admin?x=1", &[], b""), Some(6));
+        assert_eq!(blocked_by(&rs, "GET", "/a?x=/admin", &[], b""), None);
+        assert_eq!(blocked_by(&rs, "GET", "/a", &[], b""), None);
+        assert_eq!(blocked_by(&rs, "DELETE", "/a", &[], b""), Some(7));
+        assert_eq!(blocked_by(&rs, "GET", "/a/x.php", &[], b""), Some(8));
+        assert_eq!(blocked_by(&rs, "GET", "/x.php/a", &[], b""), None);
+    }
+}

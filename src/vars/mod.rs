@@ -167,9 +167,22 @@ vars! {
 }
 
 impl Var {
-    /// The ARGS family: values of the query string and of the body (urlencoded or JSON) only.
-    pub fn is_args(self) -> bool {
-        matches!(self, Var::Args | Var::ArgsNames | Var::ArgsGet | Var::ArgsGetNames | Var::ArgsPost | Var::ArgsPostNames)
+    /// What the variable's values are a function of, if of the request line and the body only.
+    pub fn source(self) -> Source {
+        match self {
+            Var::Args | Var::ArgsNames | Var::ArgsGet | Var::ArgsGetNames | Var::ArgsPost | Var::ArgsPostNames => Source::LineAndBody,
+            Var::RequestCookies
+            | Var::RequestCookiesNames
+            | Var::RequestUri
+            | Var::RequestUriRaw
+            | Var::RequestFilename
+            | Var::RequestBasename
+            | Var::RequestMethod
+            | Var::RequestProtocol
+            | Var::RequestLine
+            | Var::QueryString => Source::Line,
+            _ => Source::Other,
+        }
     }
 
     /// Variables whose values are request or response data that does not
@@ -209,6 +222,18 @@ impl Var {
                 | Var::PathInfo
         )
     }
+}
+
+/// See [`Var::source`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// Anything else (headers, TX, the response, ...).
+    Other,
+    /// The request line (method, target, protocol) and the `Cookie` headers: cookies and the
+    /// parts of the request line.
+    Line,
+    /// Those and the body (urlencoded or JSON): the ARGS family.
+    LineAndBody,
 }
 
 /// How a target picks keys from a collection.
