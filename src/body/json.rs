@@ -77,6 +77,7 @@ pub fn parse(
         stack: Vec::new(),
         prefix: Vec::new(),
         key: Vec::new(),
+        key_at: None,
         scratch: Vec::new(),
         limits: *limits,
         added: 0,
@@ -104,8 +105,10 @@ enum Tok {
     RBracket,
     Colon,
     Comma,
-    /// Decoded into the parser's scratch buffer.
-    Str,
+    /// A string without escapes: its bytes in the input (start, end).
+    Str(usize, usize),
+    /// A string with escapes, decoded into the parser's scratch buffer.
+    Decoded,
     /// Source range of the number.
     Num(usize, usize),
     True,
@@ -124,6 +127,18 @@ fn is_ws(c: u8) -> bool {
     matches!(c, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c)
 }
 
+/// The bytes that end a run of plain string bytes: the quote, the backslash, control bytes
+/// and the bytes of multi-byte UTF-8 sequences (validated one by one).
+const STRING_STOP: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = i < 0x20 || i >= 0x80 || i == b'"' as usize || i == b'\\' as usize;
+        i += 1;
+    }
+    t
+};
+
 fn hex_digit(c: u8) -> Option<u32> {
     match c {
         b'0'..=b'9' => Some(u32::from(c - b'0')),
@@ -139,8 +154,9 @@ impl<'a> Lexer<'a> {
     }
 
     fn skip_ws(&mut self) {
+        // Every whitespace byte is at most a space: one test passes the others.
         while let Some(c) = self.peek() {
-            if is_ws(c) {
+            if c <= b' ' && is_ws(c) {
                 self.pos += 1;
             } else {
                 break;
@@ -148,6 +164,7 @@ impl<'a> Lexer<'a> {
         }
     }
 
+    #[inline]
     fn next(&mut self, scratch: &mut Vec<u8>) -> Result<Tok, BodyError> {
         self.skip_ws();
         let Some(c) = self.peek() else {
@@ -169,8 +186,10 @@ impl<'a> Lexer<'a> {
         match c {
             b'"' => {
                 self.pos += 1;
-                self.string(scratch)?;
-                Ok(Tok::Str)
+                Ok(match self.string(scratch)? {
+                    Some((start, end)) => Tok::Str(start, end),
+                    None => Tok::Decoded,
+                })
             }
             b'-' | b'0'..=b'9' => self.number(),
             b't' => self.literal(b"true", Tok::True),
@@ -257,9 +276,40 @@ impl<'a> Lexer<'a> {
         Ok(Some(v))
     }
 
-    /// Decode a string body (opening quote consumed) into `out`.
-    fn string(&mut self, out: &mut Vec<u8>) -> Result<(), BodyError> {
-        out.clear();
+    /// Scans a string body (opening quote consumed): its bytes in the input (start, end) when
+    /// it has no escape, else None and its decoded bytes in `out`.
+    fn string(&mut self, out: &mut Vec<u8>) -> Result<Option<(usize, usize)>, BodyError> {
+        let start = self.pos;
+        loop {
+            while let Some(&c) = self.s.get(self.pos) {
+                if STRING_STOP[usize::from(c)] {
+                    break;
+                }
+                self.pos += 1;
+            }
+            let Some(c) = self.peek() else {
+                return Err(parse_err(PREMATURE_EOF));
+            };
+            match c {
+                b'"' => {
+                    let end = self.pos;
+                    self.pos += 1;
+                    return Ok(Some((start, end)));
+                }
+                b'\\' => {
+                    out.clear();
+                    out.extend_from_slice(self.s.get(start..self.pos).unwrap_or_default());
+                    self.decode(out)?;
+                    return Ok(None);
+                }
+                0..=0x1f => return Err(lex_err("invalid character inside string.")),
+                _ => self.pos += self.utf8_len()?,
+            }
+        }
+    }
+
+    /// Decodes the rest of a string body (from an escape at `pos`) onto `out`.
+    fn decode(&mut self, out: &mut Vec<u8>) -> Result<(), BodyError> {
         loop {
             // Copy a run of plain ASCII in one go.
             let run_start = self.pos;
@@ -282,7 +332,11 @@ impl<'a> Lexer<'a> {
                 }
                 b'\\' => self.escape(out)?,
                 0..=0x1f => return Err(lex_err("invalid character inside string.")),
-                _ => self.utf8(out)?,
+                _ => {
+                    let n = self.utf8_len()?;
+                    out.extend_from_slice(self.s.get(self.pos..self.pos + n).unwrap_or_default());
+                    self.pos += n;
+                }
             }
         }
     }
@@ -337,9 +391,9 @@ impl<'a> Lexer<'a> {
         Ok(())
     }
 
-    /// Validate one UTF-8 sequence the way yajl_lex_utf8_char does (lead byte
-    /// and continuation bytes only) and copy it.
-    fn utf8(&mut self, out: &mut Vec<u8>) -> Result<(), BodyError> {
+    /// Validates the UTF-8 sequence at `pos` the way yajl_lex_utf8_char does (lead byte and
+    /// continuation bytes only); its length.
+    fn utf8_len(&self) -> Result<usize, BodyError> {
         let bad = || lex_err("invalid bytes in UTF8 string.");
         let lead = self.peek().ok_or_else(bad)?;
         let extra = if lead >> 5 == 0x6 {
@@ -356,9 +410,7 @@ impl<'a> Lexer<'a> {
         if seq.iter().skip(1).any(|&b| b >> 6 != 0x2) {
             return Err(bad());
         }
-        out.extend_from_slice(seq);
-        self.pos = end;
-        Ok(())
+        Ok(1 + extra)
     }
 }
 
@@ -381,6 +433,31 @@ fn push_utf8(out: &mut Vec<u8>, cp: u32) {
     } else {
         out.push(b'?');
     }
+}
+
+/// The current object key: in the input at `at`, else the decoded `key`.
+fn key_of<'k>(input: &'k [u8], key: &'k [u8], at: Option<(usize, usize)>) -> &'k [u8] {
+    match at {
+        Some((a, b)) => input.get(a..b).unwrap_or_default(),
+        None => key,
+    }
+}
+
+/// Appends `n` in decimal.
+fn push_decimal(out: &mut Vec<u8>, mut n: usize) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        if let Some(d) = digits.get_mut(at) {
+            *d = b'0' + (n % 10) as u8;
+        }
+        n /= 10;
+        if n == 0 || at == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(digits.get(at..).unwrap_or_default());
 }
 
 /// `getCurrentKey`: the name part contributed by the innermost container.
@@ -425,8 +502,10 @@ struct Parser<'a> {
     stack: Vec<Frame>,
     /// Concatenated names and separators of all open containers.
     prefix: Vec<u8>,
-    /// Current object key.
+    /// Current object key, when decoded (see `key_at`).
     key: Vec<u8>,
+    /// Current object key, when it had no escape: where it is in the input.
+    key_at: Option<(usize, usize)>,
     scratch: Vec<u8>,
     limits: JsonLimits,
     added: usize,
@@ -462,7 +541,12 @@ impl<'a> Parser<'a> {
                         self.open(true)?;
                         State::ArrayFirst
                     }
-                    Tok::Str => {
+                    Tok::Str(a, b) => {
+                        let s = self.lx.s;
+                        self.emit(s.get(a..b).unwrap_or_default(), out)?;
+                        State::AfterValue
+                    }
+                    Tok::Decoded => {
                         let v = std::mem::take(&mut self.scratch);
                         let r = self.emit(&v, out);
                         self.scratch = v;
@@ -490,8 +574,13 @@ impl<'a> Parser<'a> {
                     _ => return Err(parse_err("unallowed token at this point in JSON text")),
                 },
                 State::ObjectFirst | State::ObjectKey => match tok {
-                    Tok::Str => {
+                    Tok::Str(a, b) => {
+                        self.key_at = Some((a, b));
+                        State::Colon
+                    }
+                    Tok::Decoded => {
                         std::mem::swap(&mut self.key, &mut self.scratch);
+                        self.key_at = None;
                         State::Colon
                     }
                     Tok::RBrace if state == State::ObjectFirst => {
@@ -546,7 +635,7 @@ impl<'a> Parser<'a> {
                 let (end, n) = (f.name_end, f.counter);
                 self.prefix.truncate(end);
                 self.prefix.extend_from_slice(b".array_");
-                self.prefix.extend_from_slice(n.to_string().as_bytes());
+                push_decimal(&mut self.prefix, n);
             }
         }
     }
@@ -565,10 +654,10 @@ impl<'a> Parser<'a> {
             return Err(BodyError::new(format!("{PREFIX}JSON depth limit exceeded")));
         }
         let base = self.prefix.len();
-        let name = current_key(&self.stack, &self.key);
+        let name = current_key(&self.stack, key_of(self.lx.s, &self.key, self.key_at));
         self.prefix.extend_from_slice(name);
         let name_end = self.prefix.len();
-        self.key.clear();
+        self.clear_key();
         if is_array {
             self.prefix.extend_from_slice(b".array_0");
         } else {
@@ -592,7 +681,7 @@ impl<'a> Parser<'a> {
 
     fn emit(&mut self, value: &[u8], out: &mut impl PairSink) -> Result<(), BodyError> {
         if self.added < self.limits.max_args {
-            let key = current_key(&self.stack, &self.key);
+            let key = current_key(&self.stack, key_of(self.lx.s, &self.key, self.key_at));
             let len = self.prefix.len() + key.len();
             self.out_bytes = self
                 .out_bytes
@@ -607,9 +696,15 @@ impl<'a> Parser<'a> {
             out.push_parts(&[&self.prefix, key], value);
             self.added += 1;
         }
-        self.key.clear();
+        self.clear_key();
         self.bump_parent();
         Ok(())
+    }
+
+
+    fn clear_key(&mut self) {
+        self.key_at = None;
+        self.key.clear();
     }
 }
 
@@ -670,6 +765,12 @@ mod tests {
                 p("json.m", "6"),
             ]
         );
+        // Indices of more than one digit; keys with and without escapes, one after the other.
+        let many: Vec<String> = (0..12).map(|i| i.to_string()).collect();
+        let out = run(&format!(r#"{{"l":[{}],"k\u0041":1,"k":2,"\"":3}}"#, many.join(","))).unwrap();
+        assert_eq!(out.get(10), Some(&p("json.l.array_10", "10")));
+        assert_eq!(out.get(11), Some(&p("json.l.array_11", "11")));
+        assert_eq!(out.get(12..), Some(&[p("json.kA", "1"), p("json.k", "2"), p("json.\"", "3")][..]));
     }
 
     #[test]
