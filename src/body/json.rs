@@ -129,6 +129,7 @@ fn is_ws(c: u8) -> bool {
 
 /// The bytes that end a run of plain string bytes: the quote, the backslash, control bytes
 /// and the bytes of multi-byte UTF-8 sequences (validated one by one).
+#[allow(clippy::indexing_slicing)] // i < 256, in a constant
 const STRING_STOP: [bool; 256] = {
     let mut t = [false; 256];
     let mut i = 0;
@@ -282,7 +283,7 @@ impl<'a> Lexer<'a> {
         let start = self.pos;
         loop {
             while let Some(&c) = self.s.get(self.pos) {
-                if STRING_STOP[usize::from(c)] {
+                if STRING_STOP.get(usize::from(c)).copied().unwrap_or(true) {
                     break;
                 }
                 self.pos += 1;

@@ -156,6 +156,23 @@ impl Scan {
 
 }
 
+/// Whether `a` and `b` are the same bytes, compared 8 at a time: the wasm build's `memcmp`
+/// (wasi-libc's) goes byte by byte, and request values are compared with the last request's
+/// at every target list.
+#[inline]
+pub(crate) fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    if std::ptr::eq(a.as_ptr(), b.as_ptr()) {
+        return true;
+    }
+    let (wa, wb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let (ta, tb) = (wa.remainder(), wb.remainder());
+    let word = |c: &[u8]| u64::from_ne_bytes(c.try_into().unwrap_or_default());
+    wa.zip(wb).all(|(x, y)| word(x) == word(y)) && ta.iter().zip(tb).all(|(x, y)| x == y)
+}
+
 /// The set of bytes in `v` (for transformation triggers).
 pub(crate) fn byte_set(v: &[u8]) -> [u64; 4] {
     let mut s = [0u64; 4];
@@ -667,7 +684,7 @@ impl Memo {
             return None;
         }
         let hash = std::hash::BuildHasher::hash_one(&self.keys, b);
-        let same = |e: &Rc<Interned>| *e.raw == *b;
+        let same = |e: &Rc<Interned>| same_bytes(&e.raw, b);
         if let Some(e) = self.young.find(hash, same) {
             stats.memo_hits += 1;
             return Some(e.clone());

@@ -6,7 +6,7 @@ use std::borrow::Cow;
 use super::{log, InterruptAction, Interruption, Transaction};
 use crate::actions::{Ctl, Disruptive, SetOp};
 use crate::compile::{EngineMode, Entry, Rule, Ruleset};
-use super::cache::{byte_set, untouched, write_name, Group, RawItem, Scan, Val, KNOWN_MIN, UNION_MIN};
+use super::cache::{byte_set, same_bytes, untouched, write_name, Group, RawItem, Scan, Val, KNOWN_MIN, UNION_MIN};
 use crate::compile::prefilter::Satisfied;
 use crate::compile::quick::Quick;
 use crate::operators::{to_int, Captures, Expand, Operator};
@@ -776,7 +776,11 @@ fn target_items(t: &Transaction, ts: u32, mask: u32, target: &Target, head: &Rul
                 (VName::Keyed(n, k), Cow::Borrowed(_), true) => (*n, Some(*k)),
                 _ => break,
             };
-            let prev = last.as_ref().and_then(|p| p.get(j)).filter(|p| p.prefix == prefix && p.key.as_deref() == key && *p.v.raw == *v.value);
+            let same_key = |p: &RawItem| match (p.key.as_deref(), key) {
+                (Some(a), Some(b)) => same_bytes(a, b),
+                (a, b) => a.is_none() && b.is_none(),
+            };
+            let prev = last.as_ref().and_then(|p| p.get(j)).filter(|p| same_bytes(p.prefix.as_bytes(), prefix.as_bytes()) && same_key(p) && same_bytes(&p.v.raw, &v.value));
             done = j + 1;
             match (same, prev) {
                 (true, Some(_)) => continue,

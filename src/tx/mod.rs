@@ -218,8 +218,8 @@ pub struct Transaction {
     /// `ctl:ruleRemoveByTag`, by tag id (see `Ruleset::tag_id`).
     pub(crate) removed_tags: Vec<u32>,
     pub(crate) removed_targets: Vec<eval::TargetRemoval>,
-    /// `source_generation`'s answers without and with the body, for (removals, body parsed).
-    source_gens: [std::cell::Cell<Option<(usize, bool, Option<u64>)>>; 2],
+    /// `source_generation`'s answers without and with the body.
+    source_gens: [std::cell::Cell<Option<SourceGen>>; 2],
     /// The rules (by `Rule::index`) some runtime removal above may concern, one bit each:
     /// the others skip the removal checks without reading their ids and tags.
     pub(crate) affected: Vec<u64>,
@@ -263,6 +263,9 @@ pub struct Transaction {
     /// Per `Quick::TxNum` key id: (`tx_gen` when read, the number), see `eval::tx_num`.
     pub(crate) tx_nums: [std::cell::Cell<(u32, Option<i64>)>; TX_NUMS],
 }
+
+/// A source generation (or None) for (removals so far, body parsed).
+type SourceGen = (usize, bool, Option<u64>);
 
 /// How many TX keys of quick records have a cache slot (the CRS has a handful).
 const TX_NUMS: usize = 16;

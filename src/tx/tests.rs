@@ -979,3 +979,22 @@ SecRule REQUEST_BASENAME "@streq x.php" "id:8,phase:2,deny,status:403,t:none"
         assert_eq!(blocked_by(&rs, "GET", "/x.php/a", &[], b""), None);
     }
 }
+
+/// `same_bytes` (8 bytes at a time) agrees with slice equality at every length and place.
+#[test]
+fn same_bytes_is_slice_equality() {
+    let a: Vec<u8> = (0u8..40).collect();
+    for len in 0..a.len() {
+        let x = a.get(..len).unwrap_or_default();
+        let copy = x.to_vec();
+        assert!(cache::same_bytes(x, &copy));
+        assert!(!cache::same_bytes(x, a.get(..len + 1).unwrap_or_default()));
+        for at in 0..len {
+            let mut y = copy.clone();
+            if let Some(b) = y.get_mut(at) {
+                *b ^= 0x80;
+            }
+            assert!(!cache::same_bytes(x, &y), "len {len}, differing at {at}");
+        }
+    }
+}
