@@ -895,14 +895,14 @@ impl Memo {
     /// Keeps `l`, the concatenation of `parts`, when every part is one of the memo's last
     /// lists (so the same parts come again as the same lists) and within the bound.
     /// `ids`: the parts' target ids, `mask` their removal mask.
-    pub fn keep_concat(&mut self, sig: u32, parts: Vec<Rc<Vec<RawItem>>>, ids: &[u32], mask: u32, l: &Rc<Vec<RawItem>>) {
+    pub fn keep_concat(&mut self, sig: u32, parts: &[Rc<Vec<RawItem>>], ids: &[u32], mask: u32, l: &Rc<Vec<RawItem>>) {
         if parts.len() != ids.len() || !parts.iter().zip(ids).all(|(p, id)| self.lists.get(&(*id, mask)).is_some_and(|kept| Rc::ptr_eq(kept, p))) {
             return;
         }
         let items = |l: &[RawItem]| l.len() * std::mem::size_of::<RawItem>();
         let replaced = self.concats.get(&sig).map_or(0, |(_, o)| items(o));
         if within_budget(&mut self.list_bytes, replaced, items(l)) {
-            self.concats.insert(sig, (parts, l.clone()));
+            self.concats.insert(sig, (parts.to_vec(), l.clone()));
         }
     }
 
@@ -999,6 +999,8 @@ pub(crate) struct Cache {
     /// Per (targets, chain) group use, only while profiling.
     pub group_stats: Option<HashMap<(u32, u32), GroupStat>>,
     pools: Pools,
+    /// The allocation of the parts of a target list being concatenated (empty between uses).
+    pub parts: Vec<Rc<Vec<RawItem>>>,
 }
 
 /// Most entries `Cache::held` keeps room for between transactions.
@@ -1109,6 +1111,7 @@ impl Cache {
             stats: CacheStats::default(),
             group_stats: None,
             pools: Pools::default(),
+            parts: Vec::new(),
         }
     }
 

@@ -43,6 +43,18 @@ impl Matched {
     pub fn list(&self) -> &[(String, Vec<u8>)] {
         self.vars.get(..self.n).unwrap_or_default()
     }
+
+    /// Emptied for the next transaction, keeping its buffers (unless they grew large).
+    pub(crate) fn recycled(mut self) -> Matched {
+        let small = self.vars.len() <= 64 && self.vars.iter().all(|(n, v)| n.capacity() <= 256 && v.capacity() <= 4096);
+        if !small || self.var.capacity() > 4096 || self.var_name.capacity() > 256 {
+            return Matched::default();
+        }
+        self.var.clear();
+        self.var_name.clear();
+        self.n = 0;
+        self
+    }
 }
 
 /// Matches of one chain link, in reusable buffers (no allocation per match
@@ -713,29 +725,36 @@ fn raw_list(t: &Transaction, sig: u32, mask: u32, link: &Rule, head: &Rule) -> O
     let l = if let ([target], [ts]) = (link.targets.as_slice(), link.target_sigs.as_slice()) {
         target_items(t, *ts, mask, target, head)?
     } else {
-        let mut parts = Vec::with_capacity(link.targets.len());
-        for (target, ts) in link.targets.iter().zip(&link.target_sigs) {
-            parts.push(target_items(t, *ts, mask, target, head)?);
-        }
-        // The very same lists as last time: the same concatenation (whose identity lets the
-        // memo's group record give its group whole).
-        let known = t.memo.borrow().last_concat(sig, &parts);
-        match known {
-            Some(l) => l,
-            None => {
-                let mut out = t.cache.borrow_mut().new_list();
-                let list = std::rc::Rc::get_mut(&mut out)?;
-                list.reserve(parts.iter().map(|p| p.len()).sum());
-                for p in &parts {
-                    list.extend(p.iter().cloned());
-                }
-                t.memo.borrow_mut().keep_concat(sig, parts, &link.target_sigs, mask, &out);
-                out
-            }
-        }
+        // The parts in the cache's scratch vector (given back emptied, also on failure).
+        let mut parts = std::mem::take(&mut t.cache.borrow_mut().parts);
+        parts.clear();
+        let l = concat(t, sig, mask, link, head, &mut parts);
+        parts.clear();
+        t.cache.borrow_mut().parts = parts;
+        l?
     };
     t.cache.borrow_mut().lists.insert(sig, l.clone());
     Some(l)
+}
+
+/// The list of a rule's targets (`parts` empty, for their lists): their lists concatenated.
+fn concat(t: &Transaction, sig: u32, mask: u32, link: &Rule, head: &Rule, parts: &mut Vec<std::rc::Rc<Vec<RawItem>>>) -> Option<std::rc::Rc<Vec<RawItem>>> {
+    for (target, ts) in link.targets.iter().zip(&link.target_sigs) {
+        parts.push(target_items(t, *ts, mask, target, head)?);
+    }
+    // The very same lists as last time: the same concatenation (whose identity lets the
+    // memo's group record give its group whole).
+    if let Some(l) = t.memo.borrow().last_concat(sig, parts) {
+        return Some(l);
+    }
+    let mut out = t.cache.borrow_mut().new_list();
+    let list = std::rc::Rc::get_mut(&mut out)?;
+    list.reserve(parts.iter().map(|p| p.len()).sum());
+    for p in parts.iter() {
+        list.extend(p.iter().cloned());
+    }
+    t.memo.borrow_mut().keep_concat(sig, parts, &link.target_sigs, mask, &out);
+    Some(out)
 }
 
 /// The collected values of one target (by id and the removals that apply), once per phase.

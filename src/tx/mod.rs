@@ -38,6 +38,8 @@ struct Spare {
     hits: eval::HitPool,
     /// Emptied TX keys and values (see `Transaction::tx_free`).
     tx_free: Vec<(String, Vec<u8>)>,
+    /// Emptied MATCHED_VARS slots.
+    matched: eval::Matched,
 }
 
 /// Most emptied TX entries kept, and the largest key and value capacities kept.
@@ -131,6 +133,7 @@ fn spare(rules: usize) -> Spare {
             values: Vec::with_capacity(if rules >= 200 { 128 } else { 0 }),
             hits: eval::HitPool::default(),
             tx_free: Vec::new(),
+            matched: eval::Matched::default(),
         })
 }
 
@@ -153,6 +156,7 @@ impl Drop for Transaction {
             values: std::mem::take(values),
             hits: std::mem::take(&mut self.hit_pool),
             tx_free: std::mem::take(&mut self.tx_free),
+            matched: std::mem::take(&mut self.matched).recycled(),
         };
         for kv in spare.tx.drain() {
             recycle_tx_entry(&mut spare.tx_free, kv);
@@ -289,7 +293,7 @@ impl Transaction {
             removed_targets: Vec::new(),
             source_gens: Default::default(),
             affected: Vec::new(),
-            matched: eval::Matched::default(),
+            matched: spare.matched,
             highest_severity: 255,
             allow: None,
             interruption: None,

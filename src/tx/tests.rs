@@ -998,3 +998,21 @@ fn same_bytes_is_slice_equality() {
         }
     }
 }
+
+/// A transaction starts with no MATCHED_VAR or MATCHED_VAR_NAME, whatever the last one matched
+/// (their buffers are reused).
+#[test]
+fn matched_vars_start_empty_in_every_transaction() {
+    let rs = rules(
+        r#"SecRuleEngine On
+SecRule MATCHED_VAR "@rx ." "id:1,phase:1,deny,status:403"
+SecRule MATCHED_VAR_NAME "@rx ." "id:2,phase:1,deny,status:403"
+SecRule ARGS "@rx evil" "id:4,phase:1,pass,nolog"
+SecRule MATCHED_VAR_NAME "@streq ARGS:c" "id:5,phase:1,deny,status:403"
+"#,
+    );
+    for _ in 0..3 {
+        assert_eq!(blocked_by(&rs, "GET", "/?a=evil&b=evil&c=evil", &[], b""), Some(5));
+        assert_eq!(blocked_by(&rs, "GET", "/?a=fine", &[], b""), None);
+    }
+}
