@@ -565,6 +565,10 @@ impl Transaction {
         if self.allow == Some(AllowScope::Phase) {
             self.allow = None;
         }
+        // A phase without rules (most of them in small rule sets): nothing to prepare.
+        if self.rs.phases.get(idx).is_none_or(Vec::is_empty) {
+            return None;
+        }
         // Request/response data may have grown since the last phase.
         let cache = self.cache.get_mut();
         cache.clear_prepared();
