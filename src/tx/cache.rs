@@ -292,7 +292,9 @@ impl Group {
     /// for the union.
     pub fn seed(&self, rec: &GroupRecord, at: &[usize], words: (u32, u32)) -> Vec<Rc<Interned>> {
         let mut fresh = Vec::new();
-        let mut fails = rec.fails.clone();
+        // In the group's own (pooled) vector: no allocation per near group.
+        let mut fails = std::mem::take(&mut *self.fails.borrow_mut());
+        fails.clone_from(&rec.fails);
         let mut new_values = Vec::new();
         for &i in at {
             let Some(item) = self.raw.get(i) else { continue };
