@@ -282,12 +282,7 @@ impl<'a> Lexer<'a> {
     fn string(&mut self, out: &mut Vec<u8>) -> Result<Option<(usize, usize)>, BodyError> {
         let start = self.pos;
         loop {
-            while let Some(&c) = self.s.get(self.pos) {
-                if STRING_STOP.get(usize::from(c)).copied().unwrap_or(true) {
-                    break;
-                }
-                self.pos += 1;
-            }
+            self.plain_run();
             let Some(c) = self.peek() else {
                 return Err(parse_err(PREMATURE_EOF));
             };
@@ -309,17 +304,22 @@ impl<'a> Lexer<'a> {
         }
     }
 
+    /// Moves past a run of plain string bytes (up to a [`STRING_STOP`] byte or the end).
+    fn plain_run(&mut self) {
+        while let Some(&c) = self.s.get(self.pos) {
+            if STRING_STOP.get(usize::from(c)).copied().unwrap_or(true) {
+                break;
+            }
+            self.pos += 1;
+        }
+    }
+
     /// Decodes the rest of a string body (from an escape at `pos`) onto `out`.
     fn decode(&mut self, out: &mut Vec<u8>) -> Result<(), BodyError> {
         loop {
             // Copy a run of plain ASCII in one go.
             let run_start = self.pos;
-            while let Some(c) = self.peek() {
-                if c == b'"' || c == b'\\' || !(0x20..0x80).contains(&c) {
-                    break;
-                }
-                self.pos += 1;
-            }
+            self.plain_run();
             if let Some(run) = self.s.get(run_start..self.pos) {
                 out.extend_from_slice(run);
             }
