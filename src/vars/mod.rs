@@ -188,39 +188,25 @@ impl Var {
     /// Variables whose values are request or response data that does not
     /// change while a phase runs (rules cannot write them), and are borrowed
     /// from it: their collected values can be shared by rules in a phase.
+    /// Every variable made of the request line, cookies and body ([`Var::source`]) is.
     pub fn is_phase_stable(self) -> bool {
-        matches!(
-            self,
-            Var::Args
-                | Var::ArgsGet
-                | Var::ArgsPost
-                | Var::ArgsNames
-                | Var::ArgsGetNames
-                | Var::ArgsPostNames
-                | Var::RequestHeaders
-                | Var::RequestHeadersNames
-                | Var::RequestCookies
-                | Var::RequestCookiesNames
-                | Var::ResponseHeaders
-                | Var::ResponseHeadersNames
-                | Var::RequestUri
-                | Var::RequestUriRaw
-                | Var::RequestFilename
-                | Var::RequestBasename
-                | Var::RequestMethod
-                | Var::RequestProtocol
-                | Var::RequestLine
-                | Var::QueryString
-                | Var::RequestBody
-                | Var::Xml
-                | Var::Files
-                | Var::FilesNames
-                | Var::FilesSizes
-                | Var::MultipartPartHeaders
-                | Var::ResponseBody
-                | Var::ResponseContentType
-                | Var::PathInfo
-        )
+        self.source() != Source::Other
+            || matches!(
+                self,
+                Var::RequestHeaders
+                    | Var::RequestHeadersNames
+                    | Var::ResponseHeaders
+                    | Var::ResponseHeadersNames
+                    | Var::RequestBody
+                    | Var::Xml
+                    | Var::Files
+                    | Var::FilesNames
+                    | Var::FilesSizes
+                    | Var::MultipartPartHeaders
+                    | Var::ResponseBody
+                    | Var::ResponseContentType
+                    | Var::PathInfo
+            )
     }
 }
 
