@@ -86,24 +86,27 @@ fn time_eval(args: &[String]) -> Result<(), String> {
     let request_ids = args.iter().any(|a| a == "--request-id");
     let mut rest = vec![args[0].clone()];
     rest.extend(args[2..].iter().filter(|a| *a != "--evict" && *a != "--vary" && *a != "--request-id").cloned());
-    run_eval(&rest, false, None)?; // compile and warm up outside the timed loop
+    // The requests are parsed (and their bodies read) before the clock starts: the loops time
+    // the transactions only.
+    let req = Req::parse(&rest)?;
+    run_req(&req, false, None)?; // compile and warm up outside the timed loop
     let per = |el: std::time::Duration| el.as_secs_f64() * 1e6 / f64::from(n);
     if varying || request_ids {
-        // The requests (and their bodies' files) are made before the clock starts.
-        let mut all: Vec<Vec<String>> = (1..=n).map(|i| if varying { vary(&rest, i) } else { rest.clone() }).collect();
-        if request_ids {
-            for (i, r) in all.iter_mut().enumerate() {
-                *r = with_request_id(r, i);
-            }
+        let mut all: Vec<(std::rc::Rc<Req>, Option<(String, String)>)> = Vec::with_capacity(n as usize);
+        let shared = std::rc::Rc::new(req.clone());
+        for i in 1..=n {
+            let r = if varying {
+                let mut r = Req::parse(&vary(&rest, i))?;
+                vary_body(std::rc::Rc::make_mut(&mut r.body), i);
+                std::rc::Rc::new(r)
+            } else {
+                shared.clone()
+            };
+            all.push((r, request_ids.then(|| request_id(i as usize))));
         }
-        let bodies = if varying { vary_bodies(&mut all)? } else { Vec::new() };
         let start = std::time::Instant::now();
-        let result = all.iter().try_for_each(|r| run_eval(r, false, None));
+        all.iter().try_for_each(|(r, id)| run_req_with(r, id.as_ref(), false, None))?;
         let el = start.elapsed();
-        for f in &bodies {
-            let _ = std::fs::remove_file(f);
-        }
-        result?;
         let what = if varying { "with new values" } else { "with a new x-request-id each" };
         println!("{n} requests {what}, {:.1} us each", per(el));
         return Ok(());
@@ -111,7 +114,7 @@ fn time_eval(args: &[String]) -> Result<(), String> {
     if !evicting {
         let start = std::time::Instant::now();
         for _ in 0..n {
-            run_eval(&rest, false, None)?;
+            run_req(&req, false, None)?;
         }
         println!("{n} requests, {:.1} us each", per(start.elapsed()));
         return Ok(());
@@ -123,7 +126,7 @@ fn time_eval(args: &[String]) -> Result<(), String> {
     let alone = start.elapsed();
     let start = std::time::Instant::now();
     for i in 0..n {
-        run_eval(&rest, false, None)?;
+        run_req(&req, false, None)?;
         std::hint::black_box(evict(i));
     }
     let both = start.elapsed();
@@ -135,13 +138,11 @@ fn time_eval(args: &[String]) -> Result<(), String> {
     Ok(())
 }
 
-/// `rest` (CONFIG METHOD URI headers... [--options]) with a new UUID in `x-request-id`
-/// (number `i`), as Envoy adds to every request.
-fn with_request_id(rest: &[String], i: usize) -> Vec<String> {
-    let mut r = rest.to_vec();
-    let at = r.iter().position(|a| a.starts_with("--")).unwrap_or(r.len());
-    r.insert(at, format!("x-request-id: 6f1c2a44-{:04x}-4a1e-9b7d-{:012x}", i % 0xffff, (i as u64).wrapping_mul(2_654_435_761) % (1 << 48)));
-    r
+/// A new UUID in `x-request-id` (number `i`), as Envoy adds to every request. Envoy puts it
+/// after the client's headers.
+fn request_id(i: usize) -> (String, String) {
+    let id = format!("6f1c2a44-{:04x}-4a1e-9b7d-{:012x}", i % 0xffff, (i as u64).wrapping_mul(2_654_435_761) % (1 << 48));
+    ("x-request-id".to_string(), id)
 }
 
 /// `rest` (CONFIG METHOD URI headers...) with request number `i` appended to every query value
@@ -170,24 +171,13 @@ fn vary(rest: &[String], i: u32) -> Vec<String> {
     out
 }
 
-/// For `--vary` with `--body FILE`: each request's body with its request number inserted at
-/// the start of the first JSON string value (`"order_id": "N..."`: one new value per request,
-/// the rest as before). Writes the bodies to temporary files; returns their paths.
-fn vary_bodies(all: &mut [Vec<String>]) -> Result<Vec<std::path::PathBuf>, String> {
-    let mut files = Vec::new();
-    for (i, r) in all.iter_mut().enumerate() {
-        let Some(at) = r.iter().position(|a| a == "--body") else { break };
-        let Some(path) = r.get_mut(at + 1) else { break };
-        let mut body = std::fs::read(&*path).map_err(|e| format!("{path}: {e}"))?;
-        if let Some(p) = body.windows(4).position(|w| w == b"\": \"") {
-            body.splice(p + 4..p + 4, i.to_string().into_bytes());
-        }
-        let file = std::env::temp_dir().join(format!("wafer-vary-{}-{i}", std::process::id()));
-        std::fs::write(&file, &body).map_err(|e| format!("{}: {e}", file.display()))?;
-        *path = file.display().to_string();
-        files.push(file);
+/// For `--vary` with `--body FILE`: the body with request number `i` inserted at the start of
+/// the first JSON string value (`"order_id": "N..."`: one new value per request, the rest as
+/// before).
+fn vary_body(body: &mut Vec<u8>, i: u32) {
+    if let Some(p) = body.windows(4).position(|w| w == b"\": \"") {
+        body.splice(p + 4..p + 4, i.to_string().into_bytes());
     }
-    Ok(files)
 }
 
 /// Other work to run between two timed requests: a small rule set compiled with its regexes
@@ -218,13 +208,14 @@ fn profile(args: &[String]) -> Result<(), String> {
     // `--request-id`: a new x-request-id in every request, as Envoy adds.
     let request_ids = rest.iter().any(|a| a == "--request-id");
     rest.retain(|a| a != "--request-id");
-    run_eval(&rest, false, None)?; // compile, build the regexes this request needs
+    let req = Req::parse(&rest)?;
+    run_req(&req, false, None)?; // compile, build the regexes this request needs
     let mut total = Profile::default();
     for i in 0..n {
         if request_ids {
-            run_eval(&with_request_id(&rest, i as usize), false, Some(&mut total))?;
+            run_req_with(&req, Some(&request_id(i as usize)), false, Some(&mut total))?;
         } else {
-            run_eval(&rest, false, Some(&mut total))?;
+            run_req(&req, false, Some(&mut total))?;
         }
     }
     match total.ruleset.clone() {
@@ -248,27 +239,55 @@ impl Profile {
 }
 
 fn eval(args: &[String]) -> Result<(), String> {
-    run_eval(args, true, None)
+    run_req(&Req::parse(args)?, true, None)
 }
 
-fn run_eval(args: &[String], print: bool, profile: Option<&mut Profile>) -> Result<(), String> {
-    static WAF: std::sync::OnceLock<Result<Waf, String>> = std::sync::OnceLock::new();
-    let waf = WAF.get_or_init(|| read(&args[0]).and_then(|j| Waf::from_json(&j).map_err(|e| e.to_string()))).as_ref().map_err(Clone::clone)?;
-    let (method, uri) = (&args[1], &args[2]);
-    let mut headers: Vec<(String, String)> = Vec::new();
-    let mut body = Vec::new();
-    let mut response: Option<Vec<u8>> = None;
-    let mut rest = args[3..].iter();
-    while let Some(a) = rest.next() {
-        if a == "--body" {
-            body = read(rest.next().ok_or("--body needs a file")?)?;
-        } else if a == "--response" {
-            response = Some(read(rest.next().ok_or("--response needs a file")?)?);
-        } else {
-            let (k, v) = a.split_once(':').ok_or_else(|| format!("header \"{a}\" is not Name: value"))?;
-            headers.push((k.trim().to_string(), v.trim().to_string()));
+/// One request of the command line: CONFIG METHOD URI [Header: value]... [--body FILE]
+/// [--response FILE], files read.
+#[derive(Clone)]
+struct Req {
+    config: String,
+    method: String,
+    uri: String,
+    headers: Vec<(String, String)>,
+    body: std::rc::Rc<Vec<u8>>,
+    response: Option<Vec<u8>>,
+}
+
+impl Req {
+    fn parse(args: &[String]) -> Result<Req, String> {
+        let mut req = Req {
+            config: args[0].clone(),
+            method: args[1].clone(),
+            uri: args[2].clone(),
+            headers: Vec::new(),
+            body: std::rc::Rc::default(),
+            response: None,
+        };
+        let mut rest = args[3..].iter();
+        while let Some(a) = rest.next() {
+            if a == "--body" {
+                req.body = std::rc::Rc::new(read(rest.next().ok_or("--body needs a file")?)?);
+            } else if a == "--response" {
+                req.response = Some(read(rest.next().ok_or("--response needs a file")?)?);
+            } else {
+                let (k, v) = a.split_once(':').ok_or_else(|| format!("header \"{a}\" is not Name: value"))?;
+                req.headers.push((k.trim().to_string(), v.trim().to_string()));
+            }
         }
+        Ok(req)
     }
+}
+
+fn run_req(req: &Req, print: bool, profile: Option<&mut Profile>) -> Result<(), String> {
+    run_req_with(req, None, print, profile)
+}
+
+/// Runs `req` with one more header after its own (`x-request-id`).
+fn run_req_with(req: &Req, extra: Option<&(String, String)>, print: bool, profile: Option<&mut Profile>) -> Result<(), String> {
+    static WAF: std::sync::OnceLock<Result<Waf, String>> = std::sync::OnceLock::new();
+    let waf = WAF.get_or_init(|| read(&req.config).and_then(|j| Waf::from_json(&j).map_err(|e| e.to_string()))).as_ref().map_err(Clone::clone)?;
+    let (method, uri, headers, body, response) = (&req.method, &req.uri, &req.headers, &req.body, &req.response);
     let host = headers.iter().find(|(k, _)| k.eq_ignore_ascii_case("host")).map(|(_, v)| v.as_str()).unwrap_or("localhost");
     let Some(rs): Option<Arc<Ruleset>> = waf.ruleset_for(host) else {
         println!("no rule set applies to {host}: pass");
@@ -280,13 +299,13 @@ fn run_eval(args: &[String], print: bool, profile: Option<&mut Profile>) -> Resu
     }
     tx.process_connection("127.0.0.1", 12345, "127.0.0.1", 80);
     tx.process_uri(uri, method, "HTTP/1.1");
-    for (k, v) in &headers {
+    for (k, v) in headers.iter().chain(extra) {
         tx.add_request_header(k.as_bytes(), v.as_bytes());
     }
     let mut verdict = tx.process_request_headers();
     if verdict.is_none() {
         if tx.request_body_access() && !body.is_empty() {
-            if let BodyAppend::Interrupt(i) = tx.append_request_body(&body) {
+            if let BodyAppend::Interrupt(i) = tx.append_request_body(body.as_slice()) {
                 verdict = Some(i);
             }
         }
@@ -294,7 +313,7 @@ fn run_eval(args: &[String], print: bool, profile: Option<&mut Profile>) -> Resu
             verdict = tx.process_request_body();
         }
     }
-    if let (None, Some(resp)) = (&verdict, &response) {
+    if let (None, Some(resp)) = (&verdict, response) {
         verdict = respond(&mut tx, resp);
     }
     if response.is_some() {
