@@ -172,35 +172,33 @@ impl<'a> Lexer<'a> {
             return Ok(Tok::Eof);
         };
         let simple = match c {
-            b'{' => Some(Tok::LBrace),
-            b'}' => Some(Tok::RBrace),
-            b'[' => Some(Tok::LBracket),
-            b']' => Some(Tok::RBracket),
-            b':' => Some(Tok::Colon),
-            b',' => Some(Tok::Comma),
-            _ => None,
-        };
-        if let Some(t) = simple {
-            self.pos += 1;
-            return Ok(t);
-        }
-        match c {
+            // Strings first: most tokens of a JSON body are keys and string values.
             b'"' => {
                 self.pos += 1;
-                Ok(match self.string(scratch)? {
+                return Ok(match self.string(scratch)? {
                     Some((start, end)) => Tok::Str(start, end),
                     None => Tok::Decoded,
-                })
+                });
             }
-            b'-' | b'0'..=b'9' => self.number(),
-            b't' => self.literal(b"true", Tok::True),
-            b'f' => self.literal(b"false", Tok::False),
-            b'n' => self.literal(b"null", Tok::Null),
-            b'/' => Err(lex_err(
-                "probable comment found in input text, comments are not enabled.",
-            )),
-            _ => Err(lex_err("invalid char in json text.")),
-        }
+            b'{' => Tok::LBrace,
+            b'}' => Tok::RBrace,
+            b'[' => Tok::LBracket,
+            b']' => Tok::RBracket,
+            b':' => Tok::Colon,
+            b',' => Tok::Comma,
+            b'-' | b'0'..=b'9' => return self.number(),
+            b't' => return self.literal(b"true", Tok::True),
+            b'f' => return self.literal(b"false", Tok::False),
+            b'n' => return self.literal(b"null", Tok::Null),
+            b'/' => {
+                return Err(lex_err(
+                    "probable comment found in input text, comments are not enabled.",
+                ))
+            }
+            _ => return Err(lex_err("invalid char in json text.")),
+        };
+        self.pos += 1;
+        Ok(simple)
     }
 
     fn literal(&mut self, word: &[u8], tok: Tok) -> Result<Tok, BodyError> {
