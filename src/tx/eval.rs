@@ -81,9 +81,22 @@ impl HitPool {
             h.value.clear();
             h.value.extend_from_slice(value);
             h.has_captures = caps.is_some();
-            h.captures.clear();
-            if let Some(c) = caps {
-                h.captures.extend(c.iter().cloned());
+            match caps {
+                Some(c) => {
+                    // Into the buffers of the hit this slot held before (no allocation for a
+                    // rule that captures on every request, as 920450 does per header).
+                    h.captures.truncate(c.len());
+                    for (i, src) in c.iter().enumerate() {
+                        match h.captures.get_mut(i) {
+                            Some(dst) => {
+                                dst.clear();
+                                dst.extend_from_slice(src);
+                            }
+                            None => h.captures.push(src.clone()),
+                        }
+                    }
+                }
+                None => h.captures.clear(),
             }
         }
         self.n += 1;
@@ -1111,12 +1124,22 @@ fn apply_setvar(t: &mut Transaction, rule: &Rule, sv: &crate::actions::SetVar) {
     // own allocation when it exists (most setvars update a score that exists).
     let mut value = std::mem::take(&mut t.setvar_buf);
     value.clear();
+    // An expanded key (`tx.header_name_920450_%{tx.0}`) goes to another kept buffer.
+    let mut key_buf = std::mem::take(&mut t.setvar_key_buf);
+    key_buf.clear();
     let key = {
         let ctx = Ctx::new(t, Some(rule));
         // Most keys are literal (`tx.anomaly_score`): no expansion needed.
         let key = match sv.key.as_slice() {
             [MacroPart::Lit(k)] => Cow::Borrowed(k.as_str()),
-            parts => Cow::Owned(String::from_utf8_lossy(&ctx.expand(parts)).into_owned()),
+            parts => {
+                ctx.expand_into(parts, &mut key_buf);
+                key_buf.make_ascii_lowercase();
+                match std::str::from_utf8(&key_buf) {
+                    Ok(k) => Cow::Borrowed(k),
+                    Err(_) => Cow::Owned(String::from_utf8_lossy(&key_buf).into_owned()),
+                }
+            }
         };
         if let SetOp::Set(v) | SetOp::Add(v) | SetOp::Sub(v) = &sv.op {
             ctx.expand_into(v, &mut value);
@@ -1141,6 +1164,7 @@ fn apply_setvar(t: &mut Transaction, rule: &Rule, sv: &crate::actions::SetVar) {
         SetOp::Init(_) | SetOp::Expire(_) => {}
     }
     t.setvar_buf = value;
+    t.setvar_key_buf = key_buf;
 }
 
 /// Sets `TX:key` (a lowercase key), in its own allocation when it exists, else in a recycled

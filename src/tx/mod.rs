@@ -251,6 +251,8 @@ pub struct Transaction {
     hit_pool: eval::HitPool,
     /// Reused buffer of `setvar` values being expanded.
     pub(crate) setvar_buf: Vec<u8>,
+    /// The expanded key of a setvar whose key has macros.
+    pub(crate) setvar_key_buf: Vec<u8>,
     /// Counters of the rule being evaluated (values, prefilter skips, operator runs).
     pub(crate) probe: eval::Probe,
     /// Per-rule statistics, when profiling (`wafer profile`).
@@ -306,6 +308,7 @@ impl Transaction {
             cache_side: REQUEST_SIDE,
             hit_pool: spare.hits,
             setvar_buf: Vec::new(),
+            setvar_key_buf: Vec::new(),
             values_scratch: std::cell::RefCell::new(spare.values),
             probe: Default::default(),
             profile: None,

@@ -1016,3 +1016,36 @@ SecRule MATCHED_VAR_NAME "@streq ARGS:c" "id:5,phase:1,deny,status:403"
         assert_eq!(blocked_by(&rs, "GET", "/?a=fine", &[], b""), None);
     }
 }
+
+/// The shape of CRS 920450: a variable per header name, named and valued from the capture,
+/// then a chained test over those variables; setvar keys with macros are lowercased.
+#[test]
+fn setvars_named_by_captures_make_one_variable_per_value() {
+    let rs = rules(
+        r#"SecRuleEngine On
+SecRule REQUEST_HEADERS_NAMES "@rx ^.*$" "id:1,phase:1,capture,t:none,t:lowercase,setvar:'tx.hn_%{tx.0}=/%{tx.0}/',setvar:'tx.m_%{REQUEST_METHOD}=%{tx.0}',chain,deny,status:403"
+    SecRule TX:/^hn_/ "@within /proxy/ /x-bad/" "t:none"
+SecRule REQUEST_HEADERS_NAMES "@rx ^(.)(.)" "id:2,phase:1,capture,t:lowercase,setvar:'tx.two_%{tx.1}%{tx.2}=%{tx.0}',pass"
+SecRule REQUEST_HEADERS_NAMES "@rx ^.$" "id:3,phase:1,capture,t:lowercase,pass""#,
+    );
+    let mut tx = Transaction::new(rs.clone(), "t".into());
+    tx.process_uri("/", "GET", "HTTP/1.1");
+    for (k, v) in [("Host", "a"), ("Accept", "b"), ("User-Agent", "c"), ("Z", "d")] {
+        tx.add_request_header(k.as_bytes(), v.as_bytes());
+    }
+    assert!(tx.process_request_headers().is_none());
+    let n = |k: &str| tx.tx.get(k).map(|v| String::from_utf8_lossy(v).into_owned());
+    assert_eq!(n("hn_host").as_deref(), Some("/host/"));
+    assert_eq!(n("hn_accept").as_deref(), Some("/accept/"));
+    assert_eq!(n("hn_user-agent").as_deref(), Some("/user-agent/"));
+    // The key's macro expanded to "GET" and was lowercased; the last header name set it.
+    assert_eq!(n("m_get").as_deref(), Some("z"));
+    assert_eq!(n("m_GET"), None);
+    // Later rules' captures reuse the hits' buffers: each value whole, none left over.
+    assert_eq!(n("two_ho").as_deref(), Some("ho"));
+    assert_eq!(n("two_us").as_deref(), Some("us"));
+    assert_eq!(n("0").as_deref(), Some("z"));
+    assert_eq!((n("1"), n("2")), (None, None));
+    assert_eq!(blocked_by(&rs, "GET", "/", &[("Host", "a"), ("X-Bad", "1")], b""), Some(1));
+    assert_eq!(blocked_by(&rs, "GET", "/", &[("Host", "a"), ("X-Good", "1")], b""), None);
+}
