@@ -8,10 +8,12 @@
 //! Node 26's V8: 2.15 s to compile the module, 1.07 s with `--no-wasm-inlining`), and requests need
 //! it only in the few hundred functions they run (without it a CRS GET is ~35% slower).
 //!
-//! How: [`plan`] takes the functions requests run (a [`HotList`], measured by `make
-//! hot-functions`), adds every function V8 would inline into them ([`inline_closure`], an exact
-//! model of V8's rule), and [`rewrite`] turns the direct calls of all other functions into
-//! `i32.const slot; call_indirect` through the module's function table. A direct call and an
+//! How: the functions known not to run during requests (a [`NameList`], measured by `make
+//! cold-functions` on the CLI built for wasm32-wasip1: functions it has that no request ran) are
+//! cold, except those V8 would inline into the others ([`CallGraph::inline_closure`], an exact
+//! model of V8's rule); [`rewrite`] turns the direct calls of cold functions into
+//! `i32.const slot; call_indirect` through the module's function table. A function the list does
+//! not name (Envoy's side, or one the CLI's build inlined away) keeps its direct calls. A direct call and an
 //! indirect call of the same function with its own type do the same thing; V8 does not inline
 //! `call_indirect` without feedback. The code requests run compiles exactly as before.
 
@@ -37,34 +39,23 @@ pub fn stable_name(name: &str) -> &str {
     s
 }
 
-/// The functions requests run: stable names one per line, `*text` for every function whose name
-/// contains `text`, `#` comments.
+/// Function names, stable ([`stable_name`]), one per line; `#` comments.
 #[derive(Default)]
-pub struct HotList {
+pub struct NameList {
     names: HashSet<String>,
-    patterns: Vec<String>,
 }
 
-impl HotList {
-    pub fn parse(text: &str) -> HotList {
-        let mut list = HotList::default();
-        for line in text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
-            match line.strip_prefix('*') {
-                Some(p) => list.patterns.push(p.to_string()),
-                None => {
-                    list.names.insert(stable_name(line).to_string());
-                }
-            }
-        }
-        list
+impl NameList {
+    pub fn parse(text: &str) -> NameList {
+        let names = text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#'));
+        NameList { names: names.map(|l| stable_name(l).to_string()).collect() }
     }
 
     pub fn contains(&self, name: &str) -> bool {
-        let name = stable_name(name);
-        self.names.contains(name) || self.patterns.iter().any(|p| name.contains(p.as_str()))
+        self.names.contains(stable_name(name))
     }
 
-    /// How many of the listed names (not patterns) `names` holds, of how many listed.
+    /// How many of the listed names `names` holds, of how many listed.
     pub fn found_in<'a>(&self, names: impl Iterator<Item = &'a str>) -> (usize, usize) {
         let present: HashSet<&str> = names.map(stable_name).collect();
         (self.names.iter().filter(|n| present.contains(n.as_str())).count(), self.names.len())
@@ -150,21 +141,21 @@ impl CallGraph {
 /// Which declared functions keep their direct calls.
 pub struct Plan {
     pub keep: HashSet<FunctionId>,
-    /// Of `keep`: listed as hot, and only inlined into hot ones.
+    /// Of `keep`: not listed as cold, and listed but inlined into those.
     pub hot: usize,
     pub inlined: usize,
     /// V8's inlining over the whole module before the rewrite: inlinings, bytes.
     pub before: (usize, i64),
-    /// Listed names (not patterns) present in the module, of how many listed.
+    /// Listed names present in the module, of how many listed.
     pub found: (usize, usize),
 }
 
-pub fn plan(m: &Module, hot: &HotList) -> Plan {
+pub fn plan(m: &Module, cold: &NameList) -> Plan {
     let g = CallGraph::of(m);
     let mut keep: HashSet<FunctionId> = m
         .funcs
         .iter_local()
-        .filter(|(id, _)| m.funcs.get(*id).name.as_deref().is_some_and(|n| hot.contains(n)))
+        .filter(|(id, _)| !m.funcs.get(*id).name.as_deref().is_some_and(|n| cold.contains(n)))
         .map(|(id, _)| id)
         .collect();
     let hot_count = keep.len();
@@ -180,7 +171,7 @@ pub fn plan(m: &Module, hot: &HotList) -> Plan {
     }
     let n_inlined = inlined.difference(&keep).count();
     keep.extend(inlined);
-    let found = hot.found_in(m.funcs.iter_local().filter_map(|(id, _)| m.funcs.get(id).name.as_deref()));
+    let found = cold.found_in(m.funcs.iter_local().filter_map(|(id, _)| m.funcs.get(id).name.as_deref()));
     Plan { keep, hot: hot_count, inlined: n_inlined, before, found }
 }
 
@@ -259,7 +250,7 @@ pub fn rewrite(m: &mut Module, keep: &HashSet<FunctionId>) -> Result<Rewritten, 
     Ok(done)
 }
 
-/// For `make hot-functions`: each declared function first calls the import `env.hit(i32)` with
+/// For `make cold-functions`: each declared function first calls the import `env.hit(i32)` with
 /// its ordinal; returns the functions' names by ordinal.
 pub fn instrument(m: &mut Module) -> Vec<String> {
     let ty = m.types.add(&[ValType::I32], &[]);

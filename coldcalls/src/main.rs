@@ -1,36 +1,36 @@
-//! `coldcalls rewrite IN.wasm OUT.wasm HOT.txt [SYMBOLS]`: the functions HOT.txt does not list (and
-//! V8 would not inline into listed ones) call through the function table; names from IN's names
+//! `coldcalls rewrite IN.wasm OUT.wasm COLD.txt [SYMBOLS]`: the functions COLD.txt lists (unless V8
+//! would inline them into others) call through the function table; names from IN's names
 //! section or from SYMBOLS (`wasm-opt --symbolmap`); OUT has no names or custom sections.
 //! `coldcalls instrument IN.wasm OUT.wasm NAMES.txt [SYMBOLS]`: every function reports its entry to
-//! `env.hit(ordinal)` (for `make hot-functions`); NAMES.txt lists the functions by ordinal.
+//! `env.hit(ordinal)` (for `make cold-functions`); NAMES.txt lists the functions by ordinal.
 use std::process::ExitCode;
-use wafer_coldcalls::{apply_symbol_map, instrument, plan, read, rewrite, write, HotList};
+use wafer_coldcalls::{apply_symbol_map, instrument, plan, read, rewrite, write, NameList};
 
-/// Below this share of the hot list's names in the module, the list is from other code: stop
-/// rather than build a module whose request path V8 would compile without inlining.
-const MIN_FOUND: f64 = 0.8;
+/// Below this share of the list's names in the module, the list is from other code (the CLI's
+/// own functions are in it too): stop rather than guess.
+const MIN_FOUND: f64 = 0.6;
 
 fn run(args: &[String]) -> Result<(), String> {
     let rd = |p: &str| std::fs::read(p).map_err(|e| format!("{p}: {e}"));
     let wr = |p: &str, b: &[u8]| std::fs::write(p, b).map_err(|e| format!("{p}: {e}"));
     match args {
-        [cmd, input, output, hot, symbols @ ..] if cmd == "rewrite" && symbols.len() <= 1 => {
+        [cmd, input, output, cold, symbols @ ..] if cmd == "rewrite" && symbols.len() <= 1 => {
             let mut m = read(&rd(input)?, false)?;
             if let Some(map) = symbols.first() {
                 apply_symbol_map(&mut m, &String::from_utf8_lossy(&rd(map)?))?;
             }
-            let list = HotList::parse(&String::from_utf8_lossy(&rd(hot)?));
+            let list = NameList::parse(&String::from_utf8_lossy(&rd(cold)?));
             let p = plan(&m, &list);
             let (found, listed) = p.found;
             if listed == 0 || (found as f64) < MIN_FOUND * listed as f64 {
                 return Err(format!(
-                    "{hot}: only {found} of its {listed} functions are in {input}: the list is stale, regenerate it (make hot-functions)"
+                    "{cold}: only {found} of its {listed} functions are in {input}: the list is stale, regenerate it (make cold-functions)"
                 ));
             }
             let r = rewrite(&mut m, &p.keep)?;
             wr(output, &write(&mut m)?)?;
             println!(
-                "coldcalls: {} functions; {} keep direct calls ({} run by requests, {} inlined into those; {found} of {listed} listed found); \
+                "coldcalls: {} functions; {} keep direct calls ({} not listed as cold, {} listed but inlined into those; {found} of {listed} listed found); \
                  {} call sites in the other {} now call_indirect ({} callees); V8 would have inlined {} times ({} KB) before",
                 r.functions, p.keep.len(), p.hot, p.inlined, r.sites, r.cold, r.callees, p.before.0, p.before.1 / 1000
             );
@@ -45,7 +45,7 @@ fn run(args: &[String]) -> Result<(), String> {
             wr(output, &write(&mut m)?)?;
             wr(names, (list.join("\n") + "\n").as_bytes())
         }
-        _ => Err("usage: coldcalls rewrite IN.wasm OUT.wasm HOT.txt [SYMBOLS] | coldcalls instrument IN.wasm OUT.wasm NAMES.txt [SYMBOLS]".into()),
+        _ => Err("usage: coldcalls rewrite IN.wasm OUT.wasm COLD.txt [SYMBOLS] | coldcalls instrument IN.wasm OUT.wasm NAMES.txt [SYMBOLS]".into()),
     }
 }
 

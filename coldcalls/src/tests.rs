@@ -34,9 +34,8 @@ fn stable_names_drop_the_build_hash_and_local_copy_suffix() {
     assert_eq!(stable_name("_ZN12regex_syntax3hir3Hir5class17h314719ce93f30dd6E.822"), "_ZN12regex_syntax3hir3Hir5class");
     assert_eq!(stable_name("dlmalloc"), "dlmalloc");
     assert_eq!(stable_name("_ZN4core3fmt5write17hzz01e3e095c4285cE"), "_ZN4core3fmt5write17hzz01e3e095c4285cE");
-    let list = HotList::parse("# comment\n_ZN5wafer2tx4eval5group17h1111111111111111E\n*wafer_envoy\n");
+    let list = NameList::parse("# comment\n_ZN5wafer2tx4eval5group17h1111111111111111E\n");
     assert!(list.contains("_ZN5wafer2tx4eval5group17h0c801fae1e537bcbE"));
-    assert!(list.contains("_ZN11wafer_envoy4http9WaferHttp9interrupt17h5fd813ad070d01aeE"));
     assert!(!list.contains("_ZN5wafer2tx4eval7collect17hf87d0389bda7cce9E"));
     assert_eq!(list.found_in(["_ZN5wafer2tx4eval5group17h2222222222222222E", "x"].into_iter()), (1, 1));
 }
@@ -75,14 +74,15 @@ fn cold_functions_call_through_the_table_and_hot_ones_are_untouched() {
     let g = func(&mut m, "g", 80, &[]); // too big for the hot function's budget (5 x ~36)
     let hot = func(&mut m, "hot", 10, &[g]);
     let cold = func(&mut m, "cold", 2, &[g, g, hot]);
+    func(&mut m, "unlisted", 1, &[g]);
     m.exports.add("hot", hot);
     m.exports.add("cold", cold);
     let mut m = reparse(&mut m);
-    let p = plan(&m, &HotList::parse("hot\n"));
-    assert_eq!(p.keep, HashSet::from([by_name(&m, "hot")]));
-    assert_eq!(p.found, (1, 1));
+    let p = plan(&m, &NameList::parse("cold\ng\nnot-in-the-module\n"));
+    assert_eq!(p.keep, HashSet::from([by_name(&m, "hot"), by_name(&m, "unlisted")]));
+    assert_eq!(p.found, (2, 3));
     let r = rewrite(&mut m, &p.keep).unwrap();
-    assert_eq!(r, Rewritten { functions: 3, cold: 2, sites: 3, callees: 2 });
+    assert_eq!(r, Rewritten { functions: 4, cold: 2, sites: 3, callees: 2 });
     let bytes = write(&mut m).unwrap();
     let m = read(&bytes, true).unwrap();
     let body = |name: &str| {
@@ -91,6 +91,7 @@ fn cold_functions_call_through_the_table_and_hot_ones_are_untouched() {
     };
     let (g, hot) = (by_name(&m, "g"), by_name(&m, "hot"));
     assert!(matches!(body("hot").last(), Some(Instr::Call(c)) if c.func == g));
+    assert!(matches!(body("unlisted").last(), Some(Instr::Call(c)) if c.func == g));
     let cold = body("cold");
     assert!(!cold.iter().any(|i| matches!(i, Instr::Call(_))));
     let slots: Vec<i32> = cold

@@ -1,6 +1,6 @@
 // Runs an instrumented wasm32-wasip1 build of the wafer CLI (coldcalls instrument: every function
 // calls env.hit(ordinal) on entry) under Node's WASI and writes how often each function ran:
-// node hot-functions.mjs CLI.wasm COUNTS.txt wafer-arguments...
+// node cold-functions.mjs CLI.wasm COUNTS.txt wafer-arguments...
 import { readFile, writeFile } from 'node:fs/promises';
 import { WASI } from 'node:wasi';
 import { argv, env, exit } from 'node:process';
