@@ -228,13 +228,22 @@ pub struct Mentions {
 
 impl Mentions {
     fn of(text: &str) -> Mentions {
-        let has = |word: &[u8]| text.as_bytes().windows(word.len()).any(|w| w.eq_ignore_ascii_case(word));
+        // One case-insensitive scan for all the words (a scan per word was 8% of compiling the CRS).
+        const WORDS: [&str; 10] = [
+            "ARGS", "URLENCODED_ERROR", "COOKIE", "REMOTE_", "SERVER_ADDR", "SERVER_PORT", "PROTOCOL", "REQUEST_LINE", "STATUS_LINE", "FULL_REQUEST",
+        ];
+        let mut seen = [false; WORDS.len()];
+        match aho_corasick::AhoCorasick::builder().ascii_case_insensitive(true).build(WORDS) {
+            Ok(ac) => ac.find_overlapping_iter(text).for_each(|m| seen[m.pattern().as_usize()] = true),
+            Err(_) => seen = [true; WORDS.len()], // cannot happen; mentioning everything is safe
+        }
+        let has = |w: &str| seen[WORDS.iter().position(|x| *x == w).unwrap_or(0)];
         Mentions {
-            args: has(b"ARGS") || has(b"URLENCODED_ERROR"),
-            cookies: has(b"COOKIE"),
-            connection: has(b"REMOTE_") || has(b"SERVER_ADDR") || has(b"SERVER_PORT"),
-            server: has(b"SERVER_ADDR") || has(b"SERVER_PORT"),
-            protocol: has(b"PROTOCOL") || has(b"REQUEST_LINE") || has(b"STATUS_LINE") || has(b"FULL_REQUEST"),
+            args: has("ARGS") || has("URLENCODED_ERROR"),
+            cookies: has("COOKIE"),
+            connection: has("REMOTE_") || has("SERVER_ADDR") || has("SERVER_PORT"),
+            server: has("SERVER_ADDR") || has("SERVER_PORT"),
+            protocol: has("PROTOCOL") || has("REQUEST_LINE") || has("STATUS_LINE") || has("FULL_REQUEST"),
         }
     }
 }

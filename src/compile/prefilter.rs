@@ -135,10 +135,12 @@ fn analyze(h: &Hir, depth: usize) -> Info {
             Info { exact, required: better(better(sub.required, sub.exact.and_then(usable)), run.and_then(usable)) }
         }
         HirKind::Alternation(alts) => {
-            let infos: Vec<Info> = alts.iter().map(|a| analyze(a, depth + 1)).collect();
+            // Each alternative's sets are merged (exact) or taken (required) as they come, not
+            // cloned; once both are gone the rest cannot bring them back.
             let mut exact = Some(Set::new());
             let mut required = Some(Set::new());
-            for i in &infos {
+            for a in alts {
+                let i = analyze(a, depth + 1);
                 exact = match (exact, &i.exact) {
                     (Some(mut e), Some(x)) if e.len() + x.len() <= MAX_SET => {
                         e.extend(x.iter().cloned());
@@ -146,7 +148,7 @@ fn analyze(h: &Hir, depth: usize) -> Info {
                     }
                     _ => None,
                 };
-                let req = better(i.required.clone(), i.exact.clone().and_then(usable));
+                let req = better(i.required, i.exact.and_then(usable));
                 required = match (required, req) {
                     (Some(mut r), Some(x)) if r.len() + x.len() <= MAX_SET => {
                         r.extend(x);
@@ -154,6 +156,9 @@ fn analyze(h: &Hir, depth: usize) -> Info {
                     }
                     _ => None,
                 };
+                if exact.is_none() && required.is_none() {
+                    break;
+                }
             }
             Info { exact, required: required.and_then(usable) }
         }
@@ -163,19 +168,19 @@ fn analyze(h: &Hir, depth: usize) -> Info {
             let mut all_exact = true;
             for p in parts {
                 let i = analyze(p, depth + 1);
-                best = better(best, i.required.clone());
-                match (&run, &i.exact) {
-                    (Some(r), Some(x)) => match cross(r, x) {
+                best = better(best, i.required);
+                match (run.take(), i.exact) {
+                    (Some(r), Some(x)) => match cross(&r, &x) {
                         Some(c) => run = Some(c),
                         None => {
-                            best = better(best, run.take().and_then(usable));
+                            best = better(best, usable(r));
                             all_exact = false;
-                            run = Some(x.clone());
+                            run = Some(x);
                         }
                     },
-                    (None, Some(x)) => run = Some(x.clone()),
-                    (_, None) => {
-                        best = better(best, run.take().and_then(usable));
+                    (None, Some(x)) => run = Some(x),
+                    (r, None) => {
+                        best = better(best, r.and_then(usable));
                         all_exact = false;
                         run = Some(Set::from([Vec::new()]));
                     }
@@ -786,6 +791,9 @@ mod tests {
         assert_eq!(req("(?:ab)?c"), Some(vec!["c".into()]));
         assert_eq!(req("\\.{2,3}/"), Some(vec!["..".into()]));
         assert_eq!(req("x(?:ab){2}"), Some(vec!["xabab".into()]));
+        // An alternative without an exact set ends the exact union, not the required one.
+        assert_eq!(req("foo[a-z]*|barbaz|quxquux"), Some(vec!["barbaz".into(), "foo".into(), "quxquux".into()]));
+        assert_eq!(req("foo|x*|barbaz"), None);
     }
 
     #[test]
@@ -885,3 +893,4 @@ mod tests {
         }
     }
 }
+

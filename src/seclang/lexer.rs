@@ -46,7 +46,12 @@ impl<'a> Cursor<'a> {
     }
 
     fn peek(&mut self) -> Option<char> {
-        self.skip_continuation();
+        // Most characters are ASCII and not a backslash: no continuation, no UTF-8 decoding.
+        match *self.src.as_bytes().get(self.pos)? {
+            b'\\' => self.skip_continuation(),
+            b if b.is_ascii() => return Some(char::from(b)),
+            _ => {}
+        }
         self.src.get(self.pos..).and_then(|s| s.chars().next())
     }
 
@@ -74,13 +79,7 @@ pub fn lex(file: &str, src: &str) -> Result<Vec<RawDirective>, Error> {
         if c == '#' {
             // Comment to end of line. (A continuation at the end of a comment line
             // does not extend the comment, as in ModSecurity's lexer.)
-            while cur.pos < src.len() {
-                let ch = src.get(cur.pos..).and_then(|s| s.chars().next()).unwrap_or('\n');
-                cur.pos += ch.len_utf8();
-                if ch == '\n' {
-                    break;
-                }
-            }
+            cur.pos = src[cur.pos..].find('\n').map_or(src.len(), |i| cur.pos + i + 1);
             continue;
         }
         let start = cur.pos;
