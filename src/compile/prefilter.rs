@@ -10,7 +10,7 @@
 //! parts, too many alternatives) it gives up and the rule always runs.
 
 use regex_syntax::hir::{Class, Hir, HirKind};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 
 /// Largest set of alternatives kept for a requirement or an exact set.
 const MAX_SET: usize = 64;
@@ -19,7 +19,62 @@ const MAX_LIT: usize = 24;
 /// A class with more members than this is "any character" for the analysis.
 const MAX_CLASS: usize = 12;
 
-type Set = BTreeSet<Vec<u8>>;
+/// A set of literals, sorted: at most [`MAX_SET`] of them, so a vector (a tree allocated a node
+/// per few literals and was a fifth of compiling the CRS).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Set(Vec<Vec<u8>>);
+
+impl Set {
+    fn new() -> Set {
+        Set(Vec::new())
+    }
+
+    fn one(literal: Vec<u8>) -> Set {
+        Set(vec![literal])
+    }
+
+    fn insert(&mut self, literal: Vec<u8>) {
+        if let Err(at) = self.0.binary_search(&literal) {
+            self.0.insert(at, literal);
+        }
+    }
+
+    fn extend(&mut self, literals: impl IntoIterator<Item = Vec<u8>>) {
+        for l in literals {
+            self.insert(l);
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    fn iter(&self) -> std::slice::Iter<'_, Vec<u8>> {
+        self.0.iter()
+    }
+}
+
+impl<'a> IntoIterator for &'a Set {
+    type Item = &'a Vec<u8>;
+    type IntoIter = std::slice::Iter<'a, Vec<u8>>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter()
+    }
+}
+
+impl IntoIterator for Set {
+    type Item = Vec<u8>;
+    type IntoIter = std::vec::IntoIter<Vec<u8>>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.into_iter()
+    }
+}
 
 /// What a sub-pattern tells us.
 #[derive(Debug, Clone)]
@@ -106,10 +161,10 @@ fn analyze(h: &Hir, depth: usize) -> Info {
         return none;
     }
     match h.kind() {
-        HirKind::Empty | HirKind::Look(_) => Info { exact: Some(Set::from([Vec::new()])), required: None },
+        HirKind::Empty | HirKind::Look(_) => Info { exact: Some(Set::one(Vec::new())), required: None },
         HirKind::Literal(l) => {
             let lit: Vec<u8> = l.0.iter().map(|&b| lower(b)).collect();
-            let s = Set::from([lit]);
+            let s = Set::one(lit);
             Info { exact: Some(s.clone()), required: usable(s) }
         }
         HirKind::Class(c) => match class_bytes(c) {
@@ -164,7 +219,7 @@ fn analyze(h: &Hir, depth: usize) -> Info {
         }
         HirKind::Concat(parts) => {
             let mut best: Option<Set> = None;
-            let mut run: Option<Set> = Some(Set::from([Vec::new()]));
+            let mut run: Option<Set> = Some(Set::one(Vec::new()));
             let mut all_exact = true;
             for p in parts {
                 let i = analyze(p, depth + 1);
@@ -182,7 +237,7 @@ fn analyze(h: &Hir, depth: usize) -> Info {
                     (r, None) => {
                         best = better(best, r.and_then(usable));
                         all_exact = false;
-                        run = Some(Set::from([Vec::new()]));
+                        run = Some(Set::one(Vec::new()));
                     }
                 }
             }
@@ -893,4 +948,5 @@ mod tests {
         }
     }
 }
+
 
