@@ -234,16 +234,22 @@ impl Mentions {
         ];
         let mut seen = [false; WORDS.len()];
         match aho_corasick::AhoCorasick::builder().ascii_case_insensitive(true).build(WORDS) {
-            Ok(ac) => ac.find_overlapping_iter(text).for_each(|m| seen[m.pattern().as_usize()] = true),
+            Ok(ac) => {
+                for m in ac.find_overlapping_iter(text) {
+                    if let Some(s) = seen.get_mut(m.pattern().as_usize()) {
+                        *s = true;
+                    }
+                }
+            }
             Err(_) => seen = [true; WORDS.len()], // cannot happen; mentioning everything is safe
         }
-        let has = |w: &str| seen[WORDS.iter().position(|x| *x == w).unwrap_or(0)];
+        let [args, urlencoded_error, cookie, remote, server_addr, server_port, protocol, request_line, status_line, full_request] = seen;
         Mentions {
-            args: has("ARGS") || has("URLENCODED_ERROR"),
-            cookies: has("COOKIE"),
-            connection: has("REMOTE_") || has("SERVER_ADDR") || has("SERVER_PORT"),
-            server: has("SERVER_ADDR") || has("SERVER_PORT"),
-            protocol: has("PROTOCOL") || has("REQUEST_LINE") || has("STATUS_LINE") || has("FULL_REQUEST"),
+            args: args || urlencoded_error,
+            cookies: cookie,
+            connection: remote || server_addr || server_port,
+            server: server_addr || server_port,
+            protocol: protocol || request_line || status_line || full_request,
         }
     }
 }
