@@ -31,24 +31,16 @@ mapfile -t H < "$PEERS/headers.txt"
 P=$(cat "$PEERS/get-path.txt")
 J=("Content-Type: application/json")
 python3 - "$WORK" <<'PY'
+# The rule sets and protections of make bench (bench/run.py), as plugin configurations.
 import json, sys
+sys.path.insert(0, "bench")
+import run as bench
 w = sys.argv[1]
-base = ["Include @recommended-conf", "SecRuleEngine On", "Include @crs-setup-conf"]
-pl2 = 'SecAction "id:900000,phase:1,pass,t:none,nolog,setvar:tx.blocking_paranoia_level=2"'
-def conf(name, directives, extra={}):
-    c = {"directives_map": {"default": directives}, "default_directives": "default"}
-    c.update(extra)
-    json.dump(c, open(f"{w}/{name}.json", "w"))
-conf("crs", base + ["Include @owasp_crs/*.conf"])
-conf("pl2", base + [pl2, "Include @owasp_crs/*.conf"])
-conf("targeted", ["SecRuleEngine On", "Include @targeted"])
-conf("headers", ["SecRuleEngine On", "Include @headers-only"])
-conf("protections", base + ["Include @owasp_crs/*.conf"], {
-    "ip_lists": {"deny": [f"10.{i // 256}.{i % 256}.0/24" for i in range(500)], "allow": ["192.0.2.0/24"]},
-    "behaviour_scoring": {"window_seconds": 60, "threshold": 50, "block_seconds": 60},
-    "hardening": {"hsts": "max-age=31536000", "content_type_options": "nosniff", "frame_options": "DENY",
-                  "cookies": {}, "max_request_body_bytes": 1048576, "sanitize_forwarded_headers": True},
-    "request_log": {"mode": "interrupted"}})
+for name, cfg in [("crs", bench.wafer_config(bench.CRS_PL1)), ("pl2", bench.wafer_config(bench.CRS_PL2)),
+                  ("targeted", bench.wafer_config(["Include @targeted"])),
+                  ("headers", bench.wafer_config(["Include @headers-only"])),
+                  ("protections", dict(bench.wafer_config(bench.CRS_PL1), **bench.ALL_PROTECTIONS))]:
+    json.dump(cfg, open(f"{w}/{name}.json", "w"))
 open(f"{w}/page.html", "w").write('<html><head><title>x</title></head><body><p>hello</p><a href="/x">y</a></body></html>')
 open(f"{w}/form.txt", "w").write("user=alice&pass=secret&remember=on&next=%2Fhome")
 PY
