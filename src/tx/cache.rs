@@ -31,9 +31,19 @@ impl Hasher for Fx {
             w.copy_from_slice(c);
             self.write_u64(u64::from_le_bytes(w));
         }
-        for &b in chunks.remainder() {
-            self.write_u64(u64::from(b));
+        // The last 1-7 bytes as one word (the length is hashed before the bytes of a
+        // slice or after a string's, so equal words from unequal tails do not collide).
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut w = [0u8; 8];
+            if let Some(dst) = w.get_mut(..rest.len()) {
+                dst.copy_from_slice(rest);
+            }
+            self.write_u64(u64::from_le_bytes(w));
         }
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(u64::from(n));
     }
     fn write_u64(&mut self, n: u64) {
         self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
