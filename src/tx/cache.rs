@@ -547,6 +547,9 @@ pub(crate) struct GroupRecord {
     /// memo's last lists keep a target's list when its values are the same): everything in
     /// a group is a function of its values and chain, so transactions can share it.
     pub group: Option<Rc<Group>>,
+    /// The generation of the sources `group`'s values came from, when they are all the
+    /// request line's, cookies' and body's (see [`Memo::group_of_gen`]).
+    gen: Option<u64>,
 }
 
 /// What a record of `g` takes (see [`GroupRecord::bytes`]).
@@ -880,6 +883,7 @@ impl Memo {
                 fails: g.fails.borrow().clone(),
                 bytes,
                 group: None,
+                gen: None,
             }));
             g.record.set(self.next_record);
         }
@@ -894,6 +898,28 @@ impl Memo {
         let kept = self.lists.values().chain(self.concats.values().map(|(_, l)| l)).any(|l| Rc::ptr_eq(l, &g.raw));
         if let (true, Some(r)) = (kept, self.record_of(g)) {
             r.group = Some(g.clone());
+            r.gen = None;
+        }
+    }
+
+    /// The group of `slot` its record gives whole, when its values came from sources of
+    /// generation `gen` (targets of the request line, cookies and body only, no removal):
+    /// the same sources make the same lists, so the same group, without collecting them.
+    pub fn group_of_gen(&self, slot: usize, gen: u64) -> Option<Rc<Group>> {
+        let r = self.groups.get(slot)?.as_ref()?;
+        if r.gen == Some(gen) {
+            r.group.clone()
+        } else {
+            None
+        }
+    }
+
+    /// Notes that `g`, the group `slot`'s record gives whole, came from sources of generation
+    /// `gen` (see [`Memo::group_of_gen`]).
+    pub fn tag_group(&mut self, slot: usize, g: &Rc<Group>, gen: u64) {
+        let Some(Some(r)) = self.groups.get_mut(slot) else { return };
+        if r.gen != Some(gen) && r.group.as_ref().is_some_and(|kept| Rc::ptr_eq(kept, g)) {
+            Rc::make_mut(r).gen = Some(gen);
         }
     }
 

@@ -172,7 +172,7 @@ pub(crate) struct Value<'a> {
     pub stable: bool,
 }
 
-fn push_list<'a>(out: &mut Vec<Value<'a>>, t: &Target, prefix: &'static str, list: impl IntoIterator<Item = (&'a [u8], &'a [u8])>, names: bool, removed: &dyn Fn(&[u8]) -> bool) {
+fn push_list<'a>(out: &mut Vec<Value<'a>>, t: &Target, prefix: &'static str, list: impl IntoIterator<Item = (&'a [u8], &'a [u8])>, names: bool, removed: &impl Fn(&[u8]) -> bool) {
     for (k, v) in list {
         if t.sel.matches(k) && !t.excluded(k) && !removed(k) {
             out.push(Value { name: VName::Keyed(prefix, k), value: Cow::Borrowed(if names { k } else { v }), stable: true });
@@ -279,12 +279,18 @@ pub(crate) fn collect<'a>(t: &'a Transaction, target: &Target, rule: Option<&Rul
                 }
                 return finish_count(out, start, target, name);
             }
-            let mut keys: Vec<&String> = t.tx.keys().filter(|k| target.sel.matches(k.as_bytes()) && !target.excluded(k.as_bytes()) && !removed(k.as_bytes())).collect();
-            keys.sort();
-            for k in keys {
-                if let Some(v) = t.tx.get(k) {
-                    out.push(Value { name: VName::Keyed("TX", k.as_bytes()), value: Cow::Borrowed(v.as_slice()), stable: false });
-                }
+            // In key order (the map's is arbitrary), each pair taken once.
+            let from = out.len();
+            out.extend(
+                t.tx.iter()
+                    .filter(|(k, _)| target.sel.matches(k.as_bytes()) && !target.excluded(k.as_bytes()) && !removed(k.as_bytes()))
+                    .map(|(k, v)| Value { name: VName::Keyed("TX", k.as_bytes()), value: Cow::Borrowed(v.as_slice()), stable: false }),
+            );
+            if let Some(added) = out.get_mut(from..) {
+                added.sort_unstable_by(|a, b| match (&a.name, &b.name) {
+                    (VName::Keyed(_, x), VName::Keyed(_, y)) => x.cmp(y),
+                    _ => std::cmp::Ordering::Equal,
+                });
             }
         }
         Var::MatchedVar => {
@@ -611,6 +617,24 @@ fn group(t: &Transaction, link: &Rule, head: &Rule) -> Option<std::rc::Rc<Group>
         }
         return Some(g);
     }
+    // Values of the request line, cookies and body only, from the same sources as when the
+    // slot's record was made: its group, without collecting and comparing the lists.
+    let gen = slot.and_then(|_| sourced_generation(t, link));
+    if let (Some(s), Some(gen)) = (slot, gen) {
+        let known = t.memo.borrow().group_of_gen(s, gen);
+        if let Some(g) = known {
+            let mut cache = t.cache.borrow_mut();
+            cache.stats.groups_recorded += 1;
+            cache.stats.groups_whole += 1;
+            cache.stats.groups_by_gen += 1;
+            cache.stats.groups_built += 1;
+            cache.hold_group(&g);
+            if let Some(entry) = cache.slots.get_mut(s) {
+                *entry = Some(g.clone());
+            }
+            return Some(g);
+        }
+    }
     let list = raw_list(t, sig, mask, link, head)?;
     let mut cache = t.cache.borrow_mut();
     let mut memo = t.memo.borrow_mut();
@@ -710,6 +734,9 @@ fn group(t: &Transaction, link: &Rule, head: &Rule) -> Option<std::rc::Rc<Group>
     if near {
         memo.record_group(&g);
     }
+    if let (Some(s), Some(gen)) = (slot, gen) {
+        memo.tag_group(s, &g, gen);
+    }
     drop(memo);
     let mut cache = t.cache.borrow_mut();
     if let Some(m) = cache.group_stats.as_mut() {
@@ -724,6 +751,23 @@ fn group(t: &Transaction, link: &Rule, head: &Rule) -> Option<std::rc::Rc<Group>
         }
     }
     Some(g)
+}
+
+/// The generation of the sources of `link`'s values when they are all the request line's,
+/// cookies' and (for the ARGS family and XML) the body's; None for any other target.
+fn sourced_generation(t: &Transaction, link: &Rule) -> Option<u64> {
+    if link.target_sigs.is_empty() || link.target_sigs.len() != link.targets.len() {
+        return None;
+    }
+    let mut body = false;
+    for ts in &link.target_sigs {
+        match t.rs.target_sources.get(*ts as usize) {
+            Some(Source::Line) => {}
+            Some(Source::LineAndBody) => body = true,
+            _ => return None,
+        }
+    }
+    t.source_generation(body)
 }
 
 /// The collected values of a target list (by signature), once per phase: the concatenation

@@ -44,6 +44,8 @@ pub struct CacheStats {
     pub groups_recorded: u64,
     /// Of those: the record's own group, given whole (the very same list of values).
     pub groups_whole: u64,
+    /// Of those, found by their sources' generation (their lists not collected).
+    pub groups_by_gen: u64,
     /// Of the groups built: from the record of values that differ at a few places only (see
     /// `Group::seed`).
     pub groups_near: u64,
@@ -79,6 +81,7 @@ impl CacheStats {
         self.groups_built += o.groups_built;
         self.groups_recorded += o.groups_recorded;
         self.groups_whole += o.groups_whole;
+        self.groups_by_gen += o.groups_by_gen;
         self.groups_near += o.groups_near;
         self.groups_reused += o.groups_reused;
         self.memo_hits += o.memo_hits;
@@ -207,6 +210,7 @@ impl Profile {
         row(&mut out, "prepared groups (targets, chain)", c.groups_built, c.groups_reused);
         let _ = writeln!(out, "| (of the computed: from the memo's record of the same values) | {:.1} | | |", c.groups_recorded as f64 / n);
         let _ = writeln!(out, "| (of those: the record's group itself, same list) | {:.1} | | |", c.groups_whole as f64 / n);
+        let _ = writeln!(out, "| (of those: by the generation of their sources, lists not collected) | {:.1} | | |", c.groups_by_gen as f64 / n);
         let _ = writeln!(out, "| (of the computed: from the record of values differing at a few places) | {:.1} | | |", c.groups_near as f64 / n);
         row(&mut out, "values known from earlier transactions (memo)", c.memo_misses, c.memo_hits);
 

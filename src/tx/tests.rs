@@ -980,6 +980,69 @@ SecRule REQUEST_BASENAME "@streq x.php" "id:8,phase:2,deny,status:403,t:none"
     }
 }
 
+/// A group over the request line's, cookies' and body's values only (ARGS, cookies, XML) is
+/// given by its record when its sources are the very same as the record's (their lists are
+/// then not collected): the verdicts follow every change of the query, cookies, body, its
+/// processor and the runtime removals, phase by phase, and the shortcut is taken.
+#[test]
+fn groups_of_the_same_sources_decide_as_the_first_time() {
+    let rs = rules(
+        r#"SecRuleEngine On
+SecRequestBodyAccess On
+SecRule REQUEST_HEADERS:x-h1 "@streq 1" "id:10,phase:1,pass,nolog,ctl:ruleRemoveTargetById=2;ARGS:a"
+SecRule REQUEST_HEADERS:Content-Type "@rx ^text/xml" "id:11,phase:1,pass,nolog,ctl:requestBodyProcessor=XML"
+SecRule REQUEST_COOKIES|ARGS_NAMES|ARGS|XML:/* "@rx ^evil$" "id:1,phase:1,deny,status:403,t:none,t:urlDecodeUni,t:lowercase"
+SecRule REQUEST_COOKIES|ARGS_NAMES|ARGS|XML:/* "@rx ^attack$" "id:2,phase:2,deny,status:403,t:none,t:lowercase"
+SecRule REQUEST_COOKIES|ARGS_NAMES|ARGS|XML:/* "@rx ^bad$" "id:3,phase:2,deny,status:403,t:none,t:lowercase"
+"#,
+    );
+    let by_gen = std::cell::Cell::new(0u64);
+    let run = |method: &str, uri: &str, headers: &[(&str, &str)], body: &str| {
+        let mut tx = Transaction::new(rs.clone(), "g".into());
+        tx.enable_profile();
+        tx.process_uri(uri, method, "HTTP/1.1");
+        for (k, v) in headers {
+            tx.add_request_header(k.as_bytes(), v.as_bytes());
+        }
+        let mut blocked = tx.process_request_headers();
+        if blocked.is_none() {
+            let _ = tx.append_request_body(body.as_bytes());
+            blocked = tx.process_request_body();
+        }
+        if let Some(p) = tx.take_profile() {
+            by_gen.set(by_gen.get() + p.cache.groups_by_gen);
+        }
+        blocked.and_then(|i| i.rule_id)
+    };
+    // Each request twice in a row (the second finds the first's records), then the next.
+    let run = |method: &str, uri: &str, headers: &[(&str, &str)], body: &str| {
+        let first = run(method, uri, headers, body);
+        assert_eq!(run(method, uri, headers, body), first, "{method} {uri} {body} again");
+        first
+    };
+    let xml = ("Content-Type", "text/xml");
+    let h1 = ("x-h1", "1");
+    for _ in 0..3 {
+        assert_eq!(run("GET", "/?a=Fine", &[], ""), None);
+        assert_eq!(run("GET", "/?a=EVIL", &[], ""), Some(1));
+        assert_eq!(run("GET", "/?a=Attack", &[], ""), Some(2));
+        assert_eq!(run("GET", "/?a=Attack", &[h1], ""), None);
+        assert_eq!(run("GET", "/?a=fine", &[("Cookie", "c=BAD")], ""), Some(3));
+        assert_eq!(run("GET", "/?a=fine", &[("Cookie", "c=good")], ""), None);
+        assert_eq!(run("POST", "/?a=fine", &[FORM], "b=attack"), Some(2));
+        assert_eq!(run("POST", "/?a=fine", &[FORM], "b=fine"), None);
+        assert_eq!(run("POST", "/?a=fine", &[JSON], r#"{"b":"bad"}"#), Some(3));
+        assert_eq!(run("POST", "/?a=fine", &[JSON], r#"{"b":"fine"}"#), None);
+        assert_eq!(run("POST", "/?a=fine", &[xml], "<r><b>attack</b></r>"), Some(2));
+        assert_eq!(run("POST", "/?a=fine", &[xml], "<r><b>fine</b></r>"), None);
+        assert_eq!(run("POST", "/?a=fine", &[FORM], "<r><b>attack</b></r>"), None);
+        assert_eq!(run("POST", "/?attack=1", &[FORM], "b=fine"), Some(2));
+        assert_eq!(run("GET", "/?a=Attack", &[], ""), Some(2));
+    }
+    assert!(by_gen.get() >= 20, "groups given by their sources' generation: {}", by_gen.get());
+    assert!(rs_memo_ok(&rs));
+}
+
 /// `same_bytes` (8 bytes at a time) agrees with slice equality at every length and place.
 #[test]
 fn same_bytes_is_slice_equality() {

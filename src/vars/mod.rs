@@ -170,7 +170,9 @@ impl Var {
     /// What the variable's values are a function of, if of the request line and the body only.
     pub fn source(self) -> Source {
         match self {
-            Var::Args | Var::ArgsNames | Var::ArgsGet | Var::ArgsGetNames | Var::ArgsPost | Var::ArgsPostNames => Source::LineAndBody,
+            // XML: only the XML processor fills it (from the body), and a body it parsed has no
+            // generation (see `Transaction::source_generation`).
+            Var::Args | Var::ArgsNames | Var::ArgsGet | Var::ArgsGetNames | Var::ArgsPost | Var::ArgsPostNames | Var::Xml => Source::LineAndBody,
             Var::RequestCookies
             | Var::RequestCookiesNames
             | Var::RequestUri
