@@ -1397,8 +1397,16 @@ pub(crate) fn pre_apply(t: &mut Transaction, rs: &std::sync::Arc<Ruleset>) {
         return;
     }
     let init = rs.init.get_or_init(|| prefix_tx(rs));
+    // Into the empty map: each key is new (the prefix's keys are distinct), one lookup each.
+    t.tx_gen = t.tx_gen.wrapping_add(1);
+    t.tx.reserve(init.tx.len());
     for (k, v) in &init.tx {
-        tx_set(t, k, v);
+        let (mut key, mut value) = t.tx_free.pop().unwrap_or_default();
+        key.clear();
+        key.push_str(k);
+        value.clear();
+        value.extend_from_slice(v);
+        t.tx.insert(key, value);
     }
     t.pre_upto = init.upto;
 }
