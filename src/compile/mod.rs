@@ -133,6 +133,10 @@ pub struct Rule {
     /// Per target, an id for its (variable, selector, exclusions) when `target_sig` is set:
     /// rules whose lists share a target share its collected values.
     pub target_sigs: Vec<u32>,
+    /// When every target is of the request line, cookies or body ([`crate::vars::Var::source`]):
+    /// the widest of their sources (`LineAndBody` when any is), which the link's values are a
+    /// function of; `None` otherwise.
+    pub sources: Option<crate::vars::Source>,
     /// `tags` by their ids in [`Ruleset::tag_id`] (runtime removals by tag compare ids).
     pub tag_ids: Vec<u32>,
     /// When `target_sig` is set: a dense index of (target list, chain, multiMatch), the slot
@@ -747,6 +751,7 @@ impl Compiler {
             step_triggers: Vec::new(),
             target_sig: None,
             target_sigs: Vec::new(),
+            sources: None,
             group_slot: None,
             tag_ids: Vec::new(),
             index: 0,
@@ -817,6 +822,15 @@ impl Compiler {
                 ids
             } else {
                 Vec::new()
+            };
+            r.sources = if r.target_sigs.is_empty() || r.target_sigs.len() != r.targets.len() {
+                None
+            } else {
+                r.targets.iter().try_fold(crate::vars::Source::Line, |acc, t| match t.var.source() {
+                    crate::vars::Source::Other => None,
+                    crate::vars::Source::LineAndBody => Some(crate::vars::Source::LineAndBody),
+                    crate::vars::Source::Line => Some(acc),
+                })
             };
             r.group_slot = r.target_sig.map(|sig| number(&mut slots, (sig, r.chain_id, r.multi_match)));
             r.memo_bit = (r.group_slot.is_some() && r.operator.pure()).then(|| number(&mut ops, (r.op_name.to_ascii_lowercase(), r.op_param.clone())));

@@ -619,7 +619,7 @@ fn group(t: &Transaction, link: &Rule, head: &Rule) -> Option<std::rc::Rc<Group>
     }
     // Values of the request line, cookies and body only, from the same sources as when the
     // slot's record was made: its group, without collecting and comparing the lists.
-    let gen = slot.and_then(|_| sourced_generation(t, link));
+    let gen = slot.zip(link.sources).and_then(|(_, src)| t.source_generation(src == Source::LineAndBody));
     if let (Some(s), Some(gen)) = (slot, gen) {
         let known = t.memo.borrow().group_of_gen(s, gen);
         if let Some(g) = known {
@@ -751,23 +751,6 @@ fn group(t: &Transaction, link: &Rule, head: &Rule) -> Option<std::rc::Rc<Group>
         }
     }
     Some(g)
-}
-
-/// The generation of the sources of `link`'s values when they are all the request line's,
-/// cookies' and (for the ARGS family and XML) the body's; None for any other target.
-fn sourced_generation(t: &Transaction, link: &Rule) -> Option<u64> {
-    if link.target_sigs.is_empty() || link.target_sigs.len() != link.targets.len() {
-        return None;
-    }
-    let mut body = false;
-    for ts in &link.target_sigs {
-        match t.rs.target_sources.get(*ts as usize) {
-            Some(Source::Line) => {}
-            Some(Source::LineAndBody) => body = true,
-            _ => return None,
-        }
-    }
-    t.source_generation(body)
 }
 
 /// The collected values of a target list (by signature), once per phase: the concatenation
@@ -1220,6 +1203,11 @@ fn tx_set(t: &mut Transaction, key: &str, value: &[u8]) {
         slot.extend_from_slice(value);
         return;
     }
+    tx_insert_new(t, key, value);
+}
+
+/// Adds `TX:key`, known absent, in a recycled key and value (see `Transaction::tx_free`).
+fn tx_insert_new(t: &mut Transaction, key: &str, value: &[u8]) {
     let (mut k, mut v) = t.tx_free.pop().unwrap_or_default();
     k.clear();
     k.push_str(key);
@@ -1401,12 +1389,7 @@ pub(crate) fn pre_apply(t: &mut Transaction, rs: &std::sync::Arc<Ruleset>) {
     t.tx_gen = t.tx_gen.wrapping_add(1);
     t.tx.reserve(init.tx.len());
     for (k, v) in &init.tx {
-        let (mut key, mut value) = t.tx_free.pop().unwrap_or_default();
-        key.clear();
-        key.push_str(k);
-        value.clear();
-        value.extend_from_slice(v);
-        t.tx.insert(key, value);
+        tx_insert_new(t, k, v);
     }
     t.pre_upto = init.upto;
 }
