@@ -6,6 +6,7 @@
 #   make cold-functions  measure which functions requests do not run (envoy-wasm/cold-functions.txt,
 #                for coldcalls; needs npm for Node 26): after changes to the engine's hot path
 #   make test    unit tests of every crate + end-to-end tests against Envoy + make crs-test
+#                + the ModSecurity oracle, the replay check and the bounds
 #   make crs-test  the OWASP CRS regression suite through Envoy (bar: 4953 of 5003 pass) and the
 #                blocking-mode sample (SecRuleEngine On, PL1)
 #   make run     Envoy on 127.0.0.1:8080 with wafer in front of a demo upstream
@@ -102,6 +103,7 @@ test: tools wasm oci crs-verify
 	$(CRS_REGRESSION)
 	$(CRS_REGRESSION) --blocking-sample 3
 	$(MAKE) oracle
+	$(MAKE) replay-check
 	$(MAKE) bounds
 
 # The CRS regression runner (tests/src/bin/crs-regression.rs): exits non-zero under its bars.
@@ -203,11 +205,17 @@ lint: tools-rust
 # `make test`). `fuzz`: cargo-fuzz targets (nightly, installed here) for FUZZ_SECONDS each on
 # corpora seeded from the CRS regression suite (fuzz/README.md). `soak`: SOAK_SECONDS of mixed
 # benign + attack traffic through Envoy + wafer + full CRS at SOAK_RPS (bench/soak.py).
-.PHONY: bounds fuzz fuzz-tools soak
+.PHONY: bounds fuzz fuzz-tools soak replay-check
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?=
 SOAK_SECONDS ?= 600
 SOAK_RPS ?= 100
+
+# The transaction replay against evaluating every rule: each CRS test stage after the last
+# one, after itself and with a header value changed must give the same status, log lines and TX.
+replay-check: tools-rust
+	$(CARGO) build --release -p wafer-cli -j $(JOBS)
+	target/release/wafer replay-check
 
 bounds: tools-rust
 	$(CARGO) build --release -p wafer-tests --bin pathological -j $(JOBS)

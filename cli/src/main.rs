@@ -26,7 +26,9 @@ fn usage() -> ExitCode {
   wafer profile CONFIG.json N METHOD URI [Header: value]... [--body FILE] [--response FILE] [--top K] [--request-id]  per-rule time, memoization, rewrite candidates
   wafer crs-test --native [--tests DIR] [--filter REGEX] [-v]
   wafer crs-requests [--tests DIR]      JSON lines {{id, raw (base64)}} of every CRS test stage
-  wafer ids CONFIG.json < REQUESTS.jsonl  JSON lines {{id, status, ids}} (raw requests run natively)"
+  wafer ids CONFIG.json < REQUESTS.jsonl  JSON lines {{id, status, ids}} (raw requests run natively)
+  wafer replay-check [--tests DIR]      every CRS test stage run after itself, after the last stage and with a
+                                    header value changed: the same status, log lines and TX as without the replay"
     );
     ExitCode::from(2)
 }
@@ -47,6 +49,7 @@ fn main() -> ExitCode {
         Some("crs-test") => crs_test(&args[1..]),
         Some("crs-requests") => crs_requests(&args[1..]),
         Some("ids") if args.len() == 2 => ids(&args[1]),
+        Some("replay-check") => replay_check(&args[1..]),
         _ => return usage(),
     };
     match result {
@@ -405,6 +408,61 @@ fn crs_test(args: &[String]) -> Result<(), String> {
     } else {
         Ok(())
     }
+}
+
+/// The transaction replay (a rule with no hits in the last transaction, on the same data, is
+/// passed) against evaluating every rule: each CRS test stage (the CRS test setup, paranoia
+/// level 4, response phases) runs without the replay, then with it after another request
+/// (the last stage), after itself, and with one header value changed after itself. Each run
+/// with the replay must give what the run without it gives: status, log lines, final TX.
+fn replay_check(args: &[String]) -> Result<(), String> {
+    use wafer_cli::crs::{ftw, native};
+    let mut dir = std::env::var("CRS_DIR").map(|d| format!("{d}/tests/regression/tests")).unwrap_or_default();
+    if let [flag, d] = args {
+        if flag == "--tests" {
+            dir = d.clone();
+        }
+    }
+    let tests = ftw::load(std::path::Path::new(&dir))?;
+    let rs = Arc::new(Ruleset::compile("crs-test", &wafer_cli::crs::TEST_SETUP.join("\n")).map_err(|e| e.to_string())?);
+    type Run = (wafer_cli::crs::check::Observed, Vec<(String, Vec<u8>)>, u64);
+    let (mut runs, mut passed, mut bad) = (0usize, 0u64, Vec::new());
+    let mut compare = |what: &str, id: &str, got: Run, expect: &Run| {
+        runs += 1;
+        passed += got.2;
+        if got.0.status != expect.0.status || got.0.log_lines != expect.0.log_lines || got.1 != expect.1 {
+            bad.push(format!("{id} ({what}): status {:?} vs {:?}, {} vs {} log lines, TX {}", got.0.status, expect.0.status, got.0.log_lines.len(), expect.0.log_lines.len(), if got.1 == expect.1 { "same" } else { "differs" }));
+        }
+    };
+    for (n, t) in tests.iter().enumerate() {
+        for (i, st) in t.stages.iter().enumerate() {
+            let id = format!("{}/{}", t.id, i + 1);
+            let Some(req) = native::parse(&ftw::raw_request(&st.input)) else { continue };
+            // With the replay after the last stage, then without it (which leaves its trace).
+            let cross = native::run_request(&rs, &req, true);
+            let expect = native::run_request(&rs, &req, false);
+            compare("after the last stage", &id, cross, &expect);
+            compare("after itself", &id, native::run_request(&rs, &req, true), &expect);
+            let mut other = native::RawRequest { method: req.method.clone(), uri: req.uri.clone(), version: req.version.clone(), headers: req.headers.clone(), body: req.body.clone() };
+            let k = n % other.headers.len().max(1);
+            if let Some((_, v)) = other.headers.get_mut(k) {
+                v.extend_from_slice(b"-1");
+            }
+            let changed = native::run_request(&rs, &other, true);
+            compare("one header value changed", &id, changed, &native::run_request(&rs, &other, false));
+        }
+    }
+    for b in bad.iter().take(30) {
+        println!("DIFFERS {b}");
+    }
+    println!("{runs} runs with the replay, {passed} rules passed by it, {} differ from the runs without it", bad.len());
+    if !bad.is_empty() {
+        return Err(format!("{} runs differ", bad.len()));
+    }
+    if passed == 0 {
+        return Err("the replay passed no rule: nothing was checked".into());
+    }
+    Ok(())
 }
 
 fn b64(data: &[u8]) -> String {

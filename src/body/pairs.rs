@@ -68,6 +68,11 @@ impl Pairs {
         Iter { chunks: &self.chunks, spans: self.spans.iter() }
     }
 
+    /// The bytes the pairs' buffers hold (their capacities).
+    pub fn retained_bytes(&self) -> usize {
+        self.chunks.iter().map(Vec::capacity).sum::<usize>() + self.spans.capacity() * std::mem::size_of::<[usize; 4]>()
+    }
+
     /// The pairs as owned vectors (tests, logs).
     pub fn to_vec(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
         self.iter().map(|(k, v)| (k.to_vec(), v.to_vec())).collect()

@@ -5,6 +5,7 @@
 //! before a request arrives is decided here: operators are compiled, default
 //! actions merged, `block` resolved, `skipAfter` markers turned into indexes.
 
+pub mod inputs;
 pub mod prefilter;
 pub mod quick;
 

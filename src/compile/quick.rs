@@ -103,6 +103,11 @@ pub struct Index {
     /// list, rules that read and write only TX ([`Quick::Pre`]) and rules that neither read
     /// nor write TX nor skip (which stay interleaved: they run as usual).
     pub pre_end: usize,
+    /// By rule number: the classes of request data its first link reads, and those the
+    /// whole rule reads when it has hits (see [`super::inputs::of_rule`]).
+    pub inputs: Vec<super::inputs::Inputs>,
+    /// The request header names rules read by key, with their bits in `inputs`.
+    pub header_keys: super::inputs::Keys,
 }
 
 impl Index {
@@ -124,6 +129,7 @@ impl Index {
                     ix.pre_end = quick.len();
                 }
                 r.index = n;
+                ix.inputs.push(super::inputs::of_rule(r, &mut ix.header_keys));
                 ix.by_id.push((r.id, n));
                 for &tag in &r.tag_ids {
                     if let Some(list) = ix.by_tag.get_mut(tag as usize) {

@@ -11,6 +11,7 @@ pub(crate) use cache::Fx;
 mod eval;
 mod log;
 pub mod profile;
+mod replay;
 mod request;
 pub(crate) mod time;
 pub mod persist;
@@ -140,13 +141,20 @@ fn spare(rules: usize) -> Spare {
 impl Drop for Transaction {
     fn drop(&mut self) {
         keep_cache(self.cache_side, std::mem::take(self.cache.get_mut()));
-        let mut req = std::mem::take(&mut self.req);
-        req.recycle();
-        let _ = SPARE_REQUEST.try_with(|s| {
-            if let Ok(mut slot) = s.try_borrow_mut() {
-                slot.get_or_insert(req);
-            }
-        });
+        let req = std::mem::take(&mut self.req);
+        // The request becomes the memo's trace (see `replay`), or is recycled.
+        let spare = match self.memo.try_borrow_mut() {
+            Ok(mut memo) => self.replay.publish(req, &mut memo.trace),
+            Err(_) => Some(req),
+        };
+        if let Some(mut req) = spare {
+            req.recycle();
+            let _ = SPARE_REQUEST.try_with(|s| {
+                if let Ok(mut slot) = s.try_borrow_mut() {
+                    slot.get_or_insert(req);
+                }
+            });
+        }
         let values = self.values_scratch.get_mut();
         if self.tx.capacity() > 1024 || values.capacity() > 4096 || !self.hit_pool.small() {
             return;
@@ -268,6 +276,10 @@ pub struct Transaction {
     pub(crate) tx_gen: u32,
     /// Per `Quick::TxNum` key id: (`tx_gen` when read, the number), see `eval::tx_num`.
     pub(crate) tx_nums: [std::cell::Cell<(u32, Option<i64>)>; TX_NUMS],
+    /// Following the last transaction's trace, and making this one's (see [`replay`]).
+    pub(crate) replay: replay::Replay,
+    /// Whether the first link of the rule `eval` evaluated last had hits.
+    pub(crate) head_hits: bool,
 }
 
 /// A source generation (or None) for (removals so far, body parsed).
@@ -280,6 +292,8 @@ impl Transaction {
     pub fn new(rs: Arc<Ruleset>, unique_id: String) -> Transaction {
         let s = &rs.settings;
         let spare = spare(rs.rule_count());
+        let memo = memo_for(rs.uid);
+        let trace = memo.try_borrow().ok().and_then(|m| m.trace.clone());
         Transaction {
             engine: s.engine,
             request_body_access: s.request_body_access,
@@ -304,7 +318,9 @@ impl Transaction {
             request_body_full: false,
             response_body_full: false,
             cache: std::cell::RefCell::new(spare_cache(REQUEST_SIDE, rs.rule_count())),
-            memo: memo_for(rs.uid),
+            replay: replay::Replay::new(trace, rs.quick.rules),
+            head_hits: false,
+            memo,
             cache_side: REQUEST_SIDE,
             hit_pool: spare.hits,
             setvar_buf: Vec::new(),
@@ -531,6 +547,24 @@ impl Transaction {
             && (self.rs.settings.response_body_access || self.rs.has_rules_in_phase(3) || self.rs.has_rules_in_phase(4))
     }
 
+    /// Makes the transaction evaluate every rule it reaches, as if no earlier transaction had
+    /// left a trace (see [`replay`]; for tools that check the replay against it).
+    pub fn without_replay(&mut self) {
+        self.replay.off();
+    }
+
+    /// How many rules the replay passed without evaluating them (see [`replay`]).
+    pub fn replay_passed(&self) -> u64 {
+        self.replay.passed
+    }
+
+    /// The TX collection, sorted by key (for tests and tools).
+    pub fn tx_vars(&self) -> Vec<(String, Vec<u8>)> {
+        let mut v: Vec<_> = self.tx.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        v.sort();
+        v
+    }
+
     /// The value of `TX:name` (for tests and tools).
     pub fn tx_var(&self, name: &str) -> Option<&[u8]> {
         self.tx.get(&name.to_ascii_lowercase()).map(Vec::as_slice)
@@ -570,6 +604,7 @@ impl Transaction {
         }
         // A phase without rules (most of them in small rule sets): nothing to prepare.
         if self.rs.phases.get(idx).is_none_or(Vec::is_empty) {
+            self.replay.empty_phase(phase);
             return None;
         }
         // Request/response data may have grown since the last phase.
@@ -581,7 +616,9 @@ impl Transaction {
         if phase == 1 {
             eval::pre_apply(self, &rs);
         }
+        self.replay.begin(phase, &self.req, &rs.quick.header_keys, self.profile.is_none());
         let decision = eval::run_phase(self, &rs, phase);
+        self.replay.end(phase);
         self.pre_upto = 0;
         if let Some(i) = decision {
             if self.engine == EngineMode::On && phase != 5 {

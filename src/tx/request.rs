@@ -113,6 +113,18 @@ fn clear_kept<T>(v: &mut Vec<T>) {
 }
 
 impl Request {
+    /// Roughly the bytes the request's buffers hold (their capacities; the small ones and the
+    /// multipart and XML lists counted by length).
+    pub fn retained_bytes(&self) -> usize {
+        let pairs = [&self.headers, &self.cookies, &self.args_get, &self.args_post, &self.response_headers];
+        let bufs = [&self.uri_raw, &self.uri, &self.request_line, &self.query_string, &self.filename, &self.basename, &self.cookie_source, &self.body, &self.response_body];
+        let lists = [&self.files, &self.files_sizes, &self.multipart_part_headers];
+        pairs.iter().map(|p| p.retained_bytes()).sum::<usize>()
+            + bufs.iter().map(|b| b.capacity()).sum::<usize>()
+            + lists.iter().flat_map(|l| l.iter()).map(|(a, b)| a.len() + b.len()).sum::<usize>()
+            + self.xml_text.iter().chain(&self.xml_attrs).map(Vec::len).sum::<usize>()
+    }
+
     /// `parse_args`: split the query string into ARGS_GET (skipped when no rule reads them).
     pub fn set_uri(&mut self, uri: &str, method: &str, protocol: &str, max_args: usize, parse_args: bool) {
         let raw = uri.as_bytes();

@@ -1112,3 +1112,43 @@ SecRule REQUEST_HEADERS_NAMES "@rx ^.$" "id:3,phase:1,capture,t:lowercase,pass""
     assert_eq!(blocked_by(&rs, "GET", "/", &[("Host", "a"), ("X-Bad", "1")], b""), Some(1));
     assert_eq!(blocked_by(&rs, "GET", "/", &[("Host", "a"), ("X-Good", "1")], b""), None);
 }
+
+/// The transaction replay (`replay`): a request like the last one passes the rules that had
+/// no hits on the same data, and every change is still answered: a new header value (tested
+/// alone), a header a later chain link reads, the query, a cookie counted into TX.
+#[test]
+fn replay_passes_repeated_data_and_answers_every_change() {
+    let rs = rules(
+        r#"SecRuleEngine On
+SecRule REQUEST_HEADERS "@contains evil" "id:1,phase:1,deny,status:403,t:lowercase"
+SecRule ARGS "@contains attack" "id:2,phase:2,deny,status:403"
+SecRule ARGS_NAMES "@streq a" "id:3,phase:1,deny,status:403,chain"
+    SecRule REQUEST_HEADERS:Referer "@contains bad" ""
+SecRule REQUEST_COOKIES "@rx ^x{5}$" "id:4,phase:1,pass,nolog,setvar:tx.score=+5"
+SecRule TX:score "@ge 5" "id:5,phase:2,deny,status:403"
+"#,
+    );
+    // (blocking rule, rules the replay passed)
+    let go = |uri: &str, id: &str, referer: &str, cookie: &str| -> (Option<u64>, u64) {
+        let mut tx = Transaction::new(rs.clone(), "t".into());
+        tx.process_connection("127.0.0.1", 40000, "127.0.0.1", 8080);
+        tx.process_uri(uri, "GET", "HTTP/1.1");
+        for (k, v) in [("Host", "a"), ("X-Request-Id", id), ("Referer", referer), ("Cookie", cookie)] {
+            tx.add_request_header(k.as_bytes(), v.as_bytes());
+        }
+        let i = tx.process_request_headers().or_else(|| tx.process_request_body());
+        (i.and_then(|i| i.rule_id), tx.replay_passed())
+    };
+    assert_eq!(go("/?a=1", "r1", "https://ok/", "c=abc").0, None);
+    let (verdict, passed) = go("/?a=1", "r2", "https://ok/", "c=abc");
+    assert_eq!(verdict, None);
+    // Rule 1 (only the new X-Request-Id tested), 2 and 4; rule 3's first link has hits.
+    assert_eq!(passed, 3, "the repeated request passes the rules without hits");
+    assert_eq!(go("/?a=1", "EviL", "https://ok/", "c=abc").0, Some(1), "a changed header value");
+    assert_eq!(go("/?a=1", "r3", "https://bad/", "c=abc").0, Some(3), "a header a later link reads");
+    assert_eq!(go("/?a=attack", "r4", "https://ok/", "c=abc").0, Some(2), "the query");
+    assert_eq!(go("/?a=1", "r5", "https://ok/", "c=xxxxx").0, Some(5), "a cookie counted into TX");
+    // The last request completed phase 1 (its trace has it), where rule 4 had hits.
+    assert_eq!(go("/?a=1", "r6", "https://ok/", "c=abc"), (None, 1));
+    assert_eq!(go("/?a=1", "r7", "https://ok/", "c=abc"), (None, 3));
+}

@@ -67,7 +67,17 @@ fn dechunk(mut b: &[u8]) -> Vec<u8> {
 /// Runs one raw request through phases 1-5 and returns what go-ftw would see.
 pub fn run(rs: &Arc<Ruleset>, raw: &[u8]) -> Observed {
     let Some(req) = parse(raw) else { return Observed::default() };
+    run_request(rs, &req, true).0
+}
+
+/// Runs a parsed request through phases 1-5; `replay`: the transaction may follow the last
+/// one's trace (see `wafer::Transaction::without_replay`). Also returns the TX collection at
+/// the end and how many rules the replay passed.
+pub fn run_request(rs: &Arc<Ruleset>, req: &RawRequest, replay: bool) -> (Observed, Vec<(String, Vec<u8>)>, u64) {
     let mut tx = Transaction::new(rs.clone(), "native".into());
+    if !replay {
+        tx.without_replay();
+    }
     tx.process_connection("127.0.0.1", 50000, "127.0.0.1", 80);
     tx.process_uri(&req.uri, &req.method, &req.version);
     for (k, v) in &req.headers {
@@ -108,7 +118,9 @@ pub fn run(rs: &Arc<Ruleset>, raw: &[u8]) -> Observed {
         response = body;
     }
     tx.process_logging();
-    Observed { status: Some(status), response, log_lines: tx.take_log_lines() }
+    let vars = tx.tx_vars();
+    let passed = tx.replay_passed();
+    (Observed { status: Some(status), response, log_lines: tx.take_log_lines() }, vars, passed)
 }
 
 /// albedo's behaviour: `POST /reflect` with `{"status","headers","body","encodedBody"}`.

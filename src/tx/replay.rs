@@ -1,0 +1,249 @@
+//! Transaction replay: a rule that had no hits in the last transaction of its rule set on
+//! this thread, and whose inputs are the same bytes now, has no hits now either; it is passed
+//! without being evaluated.
+//!
+//! Why it holds. A rule has an effect only when its first link has hits (its setvars,
+//! captures, later links, ctls, log and disruptive action all follow hits), and whether that
+//! link has hits is a function of (a) the request data its targets and operator macros read,
+//! classified by `compile::inputs` (anything unclassified is `VOLATILE`, changed every time),
+//! and (b) the state the earlier rules left: TX, runtime removals, the body processor. The
+//! operators are pure functions (no network, no clock). So while every rule evaluated so far
+//! had hits exactly where the last transaction (its *trace*) had them, and every rule with
+//! hits read only unchanged data, the state equals the last transaction's at the same point
+//! (by induction from phase 1, which both start from the same TX), and a rule the trace says
+//! had no hits, reading only unchanged data, has none again. Rules with hits in the trace and
+//! rules reading changed data are evaluated as usual; when one of them departs from the
+//! trace (hits where there were none or the reverse, or hits on changed data, whose effects
+//! may differ) the transaction stops replaying and evaluates every later rule.
+//!
+//! The trace keeps the last transaction's request itself (its buffers, instead of their
+//! being recycled): comparing is a few `memcmp`s of the request line, headers, cookies and
+//! body, no copying. A trace is replaced only by a transaction that completed some phase;
+//! requests over [`KEPT_MAX`] bytes are not kept (the next one is compared with the older
+//! trace). Bytes are compared exactly, never hashed: crafted input cannot make two requests
+//! look the same.
+
+use std::rc::Rc;
+
+use super::request::Request;
+use crate::compile::inputs::{self, Keys};
+
+/// What the last finished transaction of a rule set on this thread read and did.
+pub(crate) struct Trace {
+    req: Request,
+    /// By rule number, one bit each: the rule's first link had hits.
+    hits: Vec<u64>,
+    /// Phases (bit `p - 1`) whose rules all ran to the end of the list (no interruption,
+    /// no `allow`).
+    phases: u8,
+    /// The body as each phase saw it.
+    at: [BodyAt; 5],
+}
+
+/// Largest request (the bytes its buffers hold) a trace keeps.
+const KEPT_MAX: usize = 256 * 1024;
+
+/// What the body variables of a phase were made of: the body's first `len` bytes, whether it
+/// was parsed and by which processor, and the limit flag.
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+struct BodyAt {
+    len: usize,
+    processed: bool,
+    inbound_error: bool,
+    /// `REQBODY_PROCESSOR` (the known ones are short); `None` when longer.
+    processor: Option<([u8; 16], u8)>,
+}
+
+impl BodyAt {
+    fn of(r: &Request) -> BodyAt {
+        let p = &r.reqbody_processor;
+        let processor = (p.len() <= 16).then(|| {
+            let mut b = [0u8; 16];
+            b.get_mut(..p.len()).unwrap_or_default().copy_from_slice(p);
+            (b, p.len() as u8)
+        });
+        BodyAt { len: r.body.len(), processed: r.body_processed, inbound_error: r.inbound_data_error, processor }
+    }
+}
+
+/// A transaction's replay: the trace it follows, and the trace it makes.
+#[derive(Default)]
+pub(crate) struct Replay {
+    base: Option<Rc<Trace>>,
+    /// Every rule evaluated so far had hits where `base` had them (and no phase ran without
+    /// following it).
+    same: bool,
+    /// The running phase follows `base`.
+    pub active: bool,
+    /// The input classes that differ from `base`'s in the running phase.
+    pub changed: u64,
+    /// This transaction's hits, by rule number.
+    hits: Vec<u64>,
+    phases: u8,
+    at: [BodyAt; 5],
+    /// Set by `eval::run_phase` when it reached the end of the phase's list.
+    pub completed: bool,
+    /// Rules passed without being evaluated (see [`Replay::passes`], [`Replay::by_values`]).
+    pub passed: u64,
+    /// The positions of the request headers whose values changed (names unchanged), when
+    /// they are few (see [`Replay::by_values`]).
+    headers: Vec<usize>,
+    /// More header values changed than `headers` keeps, or the names changed.
+    many: bool,
+    /// The phase that follows the last one completed (the trace's state at the start of a
+    /// phase is this transaction's only when both ran every phase before it).
+    next: u8,
+}
+
+/// Most changed header values a rule is tested on alone (see [`Replay::by_values`]).
+const HEADERS_MAX: usize = 8;
+
+impl Replay {
+    /// Following `base` (the last transaction's trace), for a rule set of `rules` rules.
+    pub fn new(base: Option<Rc<Trace>>, rules: usize) -> Replay {
+        Replay { same: base.is_some(), base, hits: vec![0; rules.div_ceil(64)], next: 1, ..Replay::default() }
+    }
+
+    /// Phase `phase` starts with the request as it is now; `follow`: replaying is allowed
+    /// (not when profiling).
+    pub fn begin(&mut self, phase: u8, req: &Request, keys: &Keys, follow: bool) {
+        let p = usize::from(phase - 1);
+        let now = BodyAt::of(req);
+        if let Some(a) = self.at.get_mut(p) {
+            *a = now;
+        }
+        self.completed = false;
+        self.active = false;
+        if !follow || phase != self.next {
+            self.same = false;
+        }
+        let Some(base) = self.base.as_ref().filter(|b| self.same && b.phases & (1 << p) != 0) else {
+            self.same = false;
+            return;
+        };
+        self.headers.clear();
+        self.many = false;
+        self.changed = changed(req, &now, base, p, keys, &mut self.headers);
+        self.many = self.headers.len() > HEADERS_MAX || (self.changed & inputs::NAMES != 0);
+        self.active = true;
+    }
+
+    /// Follows no trace from now on.
+    pub fn off(&mut self) {
+        self.same = false;
+        self.active = false;
+    }
+
+    /// The running phase ended; `completed`: its list ran to the end.
+    pub fn end(&mut self, phase: u8) {
+        if self.completed {
+            self.phases |= 1 << (phase - 1);
+            self.next = phase + 1;
+        }
+        if !self.active || !self.completed {
+            self.same = false;
+        }
+        self.active = false;
+    }
+
+    /// Phase `phase` has no rules: nothing to follow or record, it changes nothing.
+    pub fn empty_phase(&mut self, phase: u8) {
+        self.phases |= 1 << (phase - 1);
+        if phase == self.next {
+            self.next = phase + 1;
+        } else {
+            self.same = false;
+        }
+    }
+
+    /// Whether rule `n`, reading `inputs`, can be passed: it had no hits in the trace and
+    /// reads nothing that changed.
+    pub fn passes(&self, n: u32, inputs: u64) -> bool {
+        self.active && inputs & self.changed == 0 && self.base.as_ref().is_some_and(|b| !bit(&b.hits, n))
+    }
+
+    /// The positions of the request headers whose values changed, when rule `n` (`inputs`)
+    /// is decided by testing its first link on them alone: it had no hits in the trace, of
+    /// what it reads only header values changed, and they reach it as values of its
+    /// `REQUEST_HEADERS` targets (each value tested on its own: the unchanged ones, which
+    /// had no hits, have none again).
+    pub fn by_values(&self, n: u32, i: &inputs::Inputs) -> Option<&[usize]> {
+        let c = i.head & self.changed;
+        let ok = self.active && i.by_value && !self.many && c & !inputs::HEADER_VALUES == 0 && self.base.as_ref().is_some_and(|b| !bit(&b.hits, n));
+        ok.then_some(&self.headers[..])
+    }
+
+    /// Rule `n` was evaluated: its first link had `hits` or not; `inputs`: what the whole
+    /// rule reads when it has hits.
+    pub fn record(&mut self, n: u32, inputs: u64, hits: bool) {
+        if hits {
+            if let Some(w) = self.hits.get_mut(n as usize / 64) {
+                *w |= 1u64 << (n % 64);
+            }
+        }
+        if self.active {
+            let before = self.base.as_ref().is_some_and(|b| bit(&b.hits, n));
+            if hits != before || (hits && inputs & self.changed != 0) {
+                self.active = false;
+                self.same = false;
+            }
+        }
+    }
+
+    /// At the end of the transaction: makes this transaction the trace of `slot` when it
+    /// completed a phase and its request is small enough. Returns the request to recycle
+    /// (this one, or the trace it replaced when no other transaction holds that).
+    pub fn publish(&mut self, req: Request, slot: &mut Option<Rc<Trace>>) -> Option<Request> {
+        self.base = None;
+        if self.phases == 0 || req.retained_bytes() > KEPT_MAX {
+            return Some(req);
+        }
+        let trace = Trace { req, hits: std::mem::take(&mut self.hits), phases: self.phases, at: self.at };
+        let old = slot.replace(Rc::new(trace))?;
+        Rc::try_unwrap(old).ok().map(|t| t.req)
+    }
+}
+
+fn bit(words: &[u64], n: u32) -> bool {
+    words.get(n as usize / 64).is_some_and(|w| w & (1u64 << (n % 64)) != 0)
+}
+
+/// The input classes in which the request `now` (its body as `at`) differs from the trace's
+/// request in phase index `p`. The response is always taken as changed.
+/// `headers`: the positions of the header values that differ (names the same).
+fn changed(now: &Request, at: &BodyAt, then: &Trace, p: usize, keys: &Keys, headers: &mut Vec<usize>) -> u64 {
+    let old = &then.req;
+    let mut c = inputs::VOLATILE | inputs::RESP;
+    if now.method != old.method || now.uri_raw != old.uri_raw || now.protocol != old.protocol {
+        c |= inputs::LINE;
+    }
+    if now.cookie_source != old.cookie_source {
+        c |= inputs::COOKIES;
+    }
+    if now.client_ip != old.client_ip || now.server_ip != old.server_ip {
+        c |= inputs::ADDR;
+    }
+    if now.client_port != old.client_port || now.server_port != old.server_port {
+        c |= inputs::PORT;
+    }
+    let then_at = then.at.get(p).copied().unwrap_or_default();
+    if *at != then_at || old.body.get(..then_at.len) != Some(&now.body[..]) {
+        c |= inputs::BODY;
+    }
+    if now.headers.len() != old.headers.len() {
+        return c | inputs::NAMES | inputs::HEADERS | inputs::BODY | keys.all();
+    }
+    for (i, ((name, value), (old_name, old_value))) in now.headers.iter().zip(old.headers.iter()).enumerate() {
+        if name != old_name {
+            return c | inputs::NAMES | inputs::HEADERS | inputs::BODY | keys.all();
+        }
+        if value != old_value {
+            headers.push(i);
+            c |= inputs::HEADERS | keys.find(name);
+            if name.eq_ignore_ascii_case(b"content-type") {
+                c |= inputs::BODY;
+            }
+        }
+    }
+    c
+}
