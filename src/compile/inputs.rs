@@ -95,7 +95,10 @@ pub fn of_rule(r: &Rule, keys: &mut Keys) -> Inputs {
         }
         link = l.chain.as_deref();
     }
-    Inputs { head, all, by_value }
+    let links = || std::iter::successors(Some(r), |l| l.chain.as_deref());
+    let tx_writes = links().all(|l| l.setvars.iter().all(|sv| sv.collection == "tx" && !matches!(sv.op, SetOp::Init(_) | SetOp::Expire(_))));
+    let quiet = matches!(r.disruptive, Disruptive::Pass) && !r.log && r.severity.is_none() && links().all(|l| l.ctls.is_empty());
+    Inputs { head, all, by_value, tx_writes, quiet }
 }
 
 /// What a rule reads (see [`of_rule`]).
@@ -109,6 +112,12 @@ pub struct Inputs {
     /// targets, each tested on its own (no `multiMatch`): when only some header values
     /// changed, the link has hits only if one of those values is a hit.
     pub by_value: bool,
+    /// Every setvar of every link writes TX (no persistent collection, initcol, expirevar):
+    /// while the chain does not complete, the rule's only effect is on TX.
+    pub tx_writes: bool,
+    /// When the chain completes the rule only passes (no log, severity, ctl or disruptive
+    /// action; its skip still applies).
+    pub quiet: bool,
 }
 
 /// Every bit of the header names read by key, and [`HEADERS`].

@@ -108,6 +108,8 @@ pub struct Index {
     pub inputs: Vec<super::inputs::Inputs>,
     /// The request header names rules read by key, with their bits in `inputs`.
     pub header_keys: super::inputs::Keys,
+    /// Per phase, per entry of the phase list: the rule's number (`u32::MAX` for markers).
+    pub numbers: [Vec<u32>; 5],
 }
 
 impl Index {
@@ -117,12 +119,14 @@ impl Index {
         let mut known = HashMap::new();
         let mut n = 0u32;
         let mut prefix = true;
-        for (p, (list, quick)) in phases.iter_mut().zip(ix.phases.iter_mut()).enumerate() {
+        for (p, ((list, quick), numbers)) in phases.iter_mut().zip(ix.phases.iter_mut()).zip(ix.numbers.iter_mut()).enumerate() {
             for e in list.iter_mut() {
                 let Entry::Rule(r) = e else {
                     quick.push(Quick::Eval);
+                    numbers.push(u32::MAX);
                     continue;
                 };
+                numbers.push(n);
                 let pre = p == 0 && prefix && pure(r);
                 if p == 0 && prefix && !pre && !inert(r) {
                     prefix = false;

@@ -1197,9 +1197,43 @@ fn apply_setvar(t: &mut Transaction, rule: &Rule, sv: &crate::actions::SetVar) {
     t.setvar_key_buf = key_buf;
 }
 
+/// What a rule that wrote the TX keys in `written` (each after its length) did: their values now.
+fn effect_of(t: &Transaction, written: &[u8], matched: bool) -> super::replay::Effect {
+    let mut keys: Vec<&[u8]> = Vec::new();
+    let mut rest = written;
+    while let Some((len, tail)) = rest.split_first_chunk::<4>() {
+        let n = u32::from_le_bytes(*len) as usize;
+        let Some((key, tail)) = tail.split_at_checked(n) else { break };
+        keys.push(key);
+        rest = tail;
+    }
+    keys.sort_unstable();
+    keys.dedup();
+    // The keys were `&str`s: each is UTF-8 again.
+    let writes = keys.into_iter().map(|k| String::from_utf8_lossy(k).into_owned()).map(|k| {
+        let v = t.tx.get(&k).cloned();
+        (k, v)
+    }).collect();
+    super::replay::Effect { writes, matched }
+}
+
+/// Notes a write of `TX:key` while a rule's effect is recorded (see `replay`).
+fn note_write(t: &mut Transaction, key: &str) {
+    let Some(w) = t.replay.written.as_mut() else { return };
+    match u32::try_from(key.len()) {
+        Ok(n) => {
+            w.extend_from_slice(&n.to_le_bytes());
+            w.extend_from_slice(key.as_bytes());
+        }
+        // Not noted: no effect is kept for this rule.
+        Err(_) => t.replay.written = None,
+    }
+}
+
 /// Sets `TX:key` (a lowercase key), in its own allocation when it exists, else in a recycled
 /// key and value (see `Transaction::tx_free`): the CRS creates ~100 TX variables per request.
 fn tx_set(t: &mut Transaction, key: &str, value: &[u8]) {
+    note_write(t, key);
     t.tx_gen = t.tx_gen.wrapping_add(1);
     if let Some(slot) = t.tx.get_mut(key) {
         slot.clear();
@@ -1221,6 +1255,7 @@ fn tx_insert_new(t: &mut Transaction, key: &str, value: &[u8]) {
 
 /// Deletes `TX:key`, keeping its allocations for the next new variable.
 fn tx_remove(t: &mut Transaction, key: &str) {
+    note_write(t, key);
     t.tx_gen = t.tx_gen.wrapping_add(1);
     if let Some(kv) = t.tx.remove_entry(key) {
         super::recycle_tx_entry(&mut t.tx_free, kv);
@@ -1229,6 +1264,8 @@ fn tx_remove(t: &mut Transaction, key: &str) {
 
 /// Deletes every TX variable, keeping their allocations.
 fn tx_clear(t: &mut Transaction) {
+    // Not a write a rule's effect can be made of (not during rules: see `pre_undo`).
+    t.replay.written = None;
     t.tx_gen = t.tx_gen.wrapping_add(1);
     for kv in t.tx.drain() {
         super::recycle_tx_entry(&mut t.tx_free, kv);
@@ -1450,12 +1487,25 @@ pub(crate) fn run_phase(t: &mut Transaction, rs: &Ruleset, phase: u8) -> Option<
     let mut i = 0;
     let mut skip = 0u32;
     let quick = rs.quick.phases.get(pidx).map_or(&[][..], Vec::as_slice);
+    let numbers = rs.quick.numbers.get(pidx).map_or(&[][..], Vec::as_slice);
     while let Some(entry) = list.get(i) {
         // Applied with the TX phase 1 started from (also when profiling: a second run would
         // add to the counters again).
         if i < t.pre_upto && matches!(quick.get(i), Some(Quick::Pre)) {
             i += 1;
             continue;
+        }
+        // No hits in the last transaction, on the same data: none now (see `replay`). First,
+        // as it needs neither the rule nor its quick record's state; not a paranoia-level
+        // skip (never evaluated, never in the trace) nor under a pending `skip`.
+        if skip == 0 && t.replay.active {
+            let n = numbers.get(i).copied().unwrap_or(u32::MAX);
+            let head = rs.quick.inputs.get(n as usize).map_or(u64::MAX, |x| x.head);
+            if n != u32::MAX && !matches!(quick.get(i), Some(Quick::TxSkip { .. })) && t.replay.passes(n, head) {
+                t.replay.passed += 1;
+                i += 1;
+                continue;
+            }
         }
         // From the rule's quick record first: most rules are passed without reading them.
         // (Not when profiling: the profile times each rule's whole evaluation.)
@@ -1483,17 +1533,45 @@ pub(crate) fn run_phase(t: &mut Transaction, rs: &Ruleset, phase: u8) -> Option<
             i += 1;
             continue;
         }
-        // No hits in the last transaction, on the same data: none now (see `replay`).
-        let inputs = rs.quick.inputs.get(rule.index as usize).copied().unwrap_or(Inputs { head: u64::MAX, all: u64::MAX, by_value: false });
-        let passes = t.replay.passes(rule.index, inputs.head) || t.replay.by_values(rule.index, &inputs).is_some_and(|at| !header_hits(t, rule, at));
-        if passes {
+        let inputs = rs.quick.inputs.get(rule.index as usize).copied().unwrap_or(Inputs { head: u64::MAX, all: u64::MAX, by_value: false, tx_writes: false, quiet: false });
+        // Reading all request headers when only some header values changed: tested on those.
+        if t.replay.by_values(rule.index, &inputs).is_some_and(|at| !header_hits(t, rule, at)) {
             t.replay.passed += 1;
             t.matched.n = 0;
             i += 1;
             continue;
         }
-        let decision = eval_rule(t, rule, phase);
-        t.replay.record(rule.index, inputs.all, t.head_hits);
+        let decision = if let Some(e) = t.replay.effect(rule.index, inputs.all) {
+            // What it did in the last transaction, on the same data and state: done again.
+            for (k, v) in &e.writes {
+                match v {
+                    Some(v) => tx_set(t, k, v),
+                    None => tx_remove(t, k),
+                }
+            }
+            t.matched.n = 0;
+            t.replay.passed += 1;
+            t.replay.record(rule.index, inputs.all, true);
+            let matched = e.matched;
+            t.replay.keep_effect(rule.index, e);
+            matched.then(|| rule.disruptive.clone())
+        } else {
+            // A rule whose only effect may be on TX: its writes are noted, to be done again.
+            if inputs.tx_writes && t.replay.worth_keeping(inputs.all) {
+                t.replay.written = Some(std::mem::take(&mut t.replay.spare_written));
+            }
+            let decision = eval_rule(t, rule, phase);
+            if let Some(mut written) = t.replay.written.take() {
+                if t.head_hits && (decision.is_none() || inputs.quiet) {
+                    let e = effect_of(t, &written, decision.is_some());
+                    t.replay.keep_effect(rule.index, std::rc::Rc::new(e));
+                }
+                written.clear();
+                t.replay.spare_written = written;
+            }
+            t.replay.record(rule.index, inputs.all, t.head_hits);
+            decision
+        };
         let Some(decision) = decision else {
             i += 1;
             continue;

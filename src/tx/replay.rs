@@ -16,6 +16,12 @@
 //! trace (hits where there were none or the reverse, or hits on changed data, whose effects
 //! may differ) the transaction stops replaying and evaluates every later rule.
 //!
+//! A rule with hits whose only effect was on TX (its setvars and captures: its chain did not
+//! complete, or completing it only passes) and whose data (every link's, every action's
+//! macros) is unchanged is not evaluated either: the same state before it and the same data
+//! make the same writes, so the values it left in the TX variables it wrote are set again
+//! ([`Effect`], kept when the rule ran while the transaction followed its trace or had none).
+//!
 //! The trace keeps the last transaction's request itself (its buffers, instead of their
 //! being recycled): comparing is a few `memcmp`s of the request line, headers, cookies and
 //! body, no copying. A trace is replaced only by a transaction that completed some phase;
@@ -38,6 +44,16 @@ pub(crate) struct Trace {
     phases: u8,
     /// The body as each phase saw it.
     at: [BodyAt; 5],
+    /// By rule number (ascending): what a rule with hits did, when that was only to write TX.
+    effects: Vec<(u32, Rc<Effect>)>,
+}
+
+/// What a rule with hits did when its only effect was on TX: the variables it wrote, with
+/// their values after it (None: removed), and whether its chain completed (the rule then
+/// only passes: see `compile::inputs::Inputs::quiet`).
+pub(crate) struct Effect {
+    pub writes: Vec<(String, Option<Vec<u8>>)>,
+    pub matched: bool,
 }
 
 /// Largest request (the bytes its buffers hold) a trace keeps.
@@ -93,6 +109,15 @@ pub(crate) struct Replay {
     /// The phase that follows the last one completed (the trace's state at the start of a
     /// phase is this transaction's only when both ran every phase before it).
     next: u8,
+    /// This transaction's effects (see [`Trace::effects`]).
+    effects: Vec<(u32, Rc<Effect>)>,
+    /// Where the search of `base`'s effects goes on (rules come in ascending numbers).
+    cursor: usize,
+    /// TX keys written while a rule whose effect may be kept runs, each after its length (4
+    /// bytes; a key may hold any byte, NUL included).
+    pub written: Option<Vec<u8>>,
+    /// `written`'s allocation between rules.
+    pub spare_written: Vec<u8>,
 }
 
 /// Most changed header values a rule is tested on alone (see [`Replay::by_values`]).
@@ -122,10 +147,18 @@ impl Replay {
             return;
         };
         self.headers.clear();
-        self.many = false;
         self.changed = changed(req, &now, base, p, keys, &mut self.headers);
         self.many = self.headers.len() > HEADERS_MAX || (self.changed & inputs::NAMES != 0);
         self.active = true;
+    }
+
+    /// Whether to keep the effect of a rule reading `all` for the next transaction: when there
+    /// is no trace, or while following it and what the rule reads is unchanged (the trace
+    /// had no effect of it). Not after this transaction departed from the trace, nor when
+    /// the rule's data changed: the next one would likely depart or change there too (new
+    /// values in every request), and keeping costs copies of the TX variables written.
+    pub fn worth_keeping(&self, all: u64) -> bool {
+        self.base.is_none() || (self.active && all & self.changed == 0)
     }
 
     /// Follows no trace from now on.
@@ -173,6 +206,25 @@ impl Replay {
         ok.then_some(&self.headers[..])
     }
 
+    /// What rule `n` (reading `all` when it has hits) did in the trace, when it had hits,
+    /// only wrote TX, and reads nothing that changed: done again, it would do the same (the
+    /// state before it is the trace's).
+    pub fn effect(&mut self, n: u32, all: u64) -> Option<Rc<Effect>> {
+        if !self.active || all & self.changed != 0 {
+            return None;
+        }
+        let base = self.base.as_ref()?;
+        while base.effects.get(self.cursor).is_some_and(|(m, _)| *m < n) {
+            self.cursor += 1;
+        }
+        base.effects.get(self.cursor).filter(|(m, _)| *m == n).map(|(_, e)| e.clone())
+    }
+
+    /// Rule `n` did `e` (kept for the next transaction's replay).
+    pub fn keep_effect(&mut self, n: u32, e: Rc<Effect>) {
+        self.effects.push((n, e));
+    }
+
     /// Rule `n` was evaluated: its first link had `hits` or not; `inputs`: what the whole
     /// rule reads when it has hits.
     pub fn record(&mut self, n: u32, inputs: u64, hits: bool) {
@@ -198,7 +250,7 @@ impl Replay {
         if self.phases == 0 || req.retained_bytes() > KEPT_MAX {
             return Some(req);
         }
-        let trace = Trace { req, hits: std::mem::take(&mut self.hits), phases: self.phases, at: self.at };
+        let trace = Trace { req, hits: std::mem::take(&mut self.hits), phases: self.phases, at: self.at, effects: std::mem::take(&mut self.effects) };
         let old = slot.replace(Rc::new(trace))?;
         Rc::try_unwrap(old).ok().map(|t| t.req)
     }

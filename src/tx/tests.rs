@@ -1126,6 +1126,8 @@ SecRule ARGS_NAMES "@streq a" "id:3,phase:1,deny,status:403,chain"
     SecRule REQUEST_HEADERS:Referer "@contains bad" ""
 SecRule REQUEST_COOKIES "@rx ^x{5}$" "id:4,phase:1,pass,nolog,setvar:tx.score=+5"
 SecRule TX:score "@ge 5" "id:5,phase:2,deny,status:403"
+SecRule REQUEST_HEADERS:Referer "@rx ^https://(\w+)/" "id:6,phase:1,pass,nolog,capture,setvar:tx.site=%{tx.1}"
+SecRule TX:site "@streq worse" "id:7,phase:2,deny,status:403"
 "#,
     );
     // (blocking rule, rules the replay passed)
@@ -1142,13 +1144,18 @@ SecRule TX:score "@ge 5" "id:5,phase:2,deny,status:403"
     assert_eq!(go("/?a=1", "r1", "https://ok/", "c=abc").0, None);
     let (verdict, passed) = go("/?a=1", "r2", "https://ok/", "c=abc");
     assert_eq!(verdict, None);
-    // Rule 1 (only the new X-Request-Id tested), 2 and 4; rule 3's first link has hits.
-    assert_eq!(passed, 3, "the repeated request passes the rules without hits");
+    // Rules 1 (only the new X-Request-Id tested), 2, 4, 5 and 7 (no hits); rules 3 and 6
+    // (hits, only TX written) done again from what they did.
+    assert_eq!(passed, 7, "the repeated request passes the rules it can");
+    assert_eq!(go("/?a=1", "r2b", "https://worse/", "c=abc").0, Some(7), "a header value a rule with hits writes into TX");
     assert_eq!(go("/?a=1", "EviL", "https://ok/", "c=abc").0, Some(1), "a changed header value");
     assert_eq!(go("/?a=1", "r3", "https://bad/", "c=abc").0, Some(3), "a header a later link reads");
     assert_eq!(go("/?a=attack", "r4", "https://ok/", "c=abc").0, Some(2), "the query");
     assert_eq!(go("/?a=1", "r5", "https://ok/", "c=xxxxx").0, Some(5), "a cookie counted into TX");
     // The last request completed phase 1 (its trace has it), where rule 4 had hits.
-    assert_eq!(go("/?a=1", "r6", "https://ok/", "c=abc"), (None, 1));
-    assert_eq!(go("/?a=1", "r7", "https://ok/", "c=abc"), (None, 3));
+    assert_eq!(go("/?a=1", "r6", "https://ok/", "c=abc").0, None);
+    // A request that departs from the trace keeps no effects past that point: the next one
+    // evaluates those rules again, and the one after passes as many as before.
+    assert_eq!(go("/?a=1", "r7", "https://ok/", "c=abc").0, None);
+    assert_eq!(go("/?a=1", "r8", "https://ok/", "c=abc"), (None, 7));
 }
