@@ -68,6 +68,18 @@ thread_local! {
     static MEMOS: std::cell::RefCell<Vec<(u64, SharedMemo)>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
+/// Keeps `req`, emptied, for the next transaction (see [`SPARE_REQUEST`]), unless one is kept.
+pub(crate) fn recycle_request(mut req: Request) {
+    let _ = SPARE_REQUEST.try_with(|s| {
+        if let Ok(mut slot) = s.try_borrow_mut() {
+            if slot.is_none() {
+                req.recycle();
+                *slot = Some(req);
+            }
+        }
+    });
+}
+
 /// The memo of rule set `uid` on this thread (made when new; see [`MEMOS`]).
 fn memo_for(uid: u64) -> SharedMemo {
     let fresh = || std::rc::Rc::new(std::cell::RefCell::new(cache::Memo::new()));
@@ -142,18 +154,15 @@ impl Drop for Transaction {
     fn drop(&mut self) {
         keep_cache(self.cache_side, std::mem::take(self.cache.get_mut()));
         let req = std::mem::take(&mut self.req);
-        // The request becomes the memo's trace (see `replay`), or is recycled.
-        let spare = match self.memo.try_borrow_mut() {
+        // The request becomes the memo's trace (see `replay`), or is recycled. The trace it
+        // replaces recycles its own when the last transaction following it ends.
+        let (spare, replaced) = match self.memo.try_borrow_mut() {
             Ok(mut memo) => self.replay.publish(req, &mut memo.trace),
-            Err(_) => Some(req),
+            Err(_) => (Some(req), None),
         };
-        if let Some(mut req) = spare {
-            req.recycle();
-            let _ = SPARE_REQUEST.try_with(|s| {
-                if let Ok(mut slot) = s.try_borrow_mut() {
-                    slot.get_or_insert(req);
-                }
-            });
+        drop(replaced);
+        if let Some(req) = spare {
+            recycle_request(req);
         }
         let values = self.values_scratch.get_mut();
         if self.tx.capacity() > 1024 || values.capacity() > 4096 || !self.hit_pool.small() {

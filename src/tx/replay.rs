@@ -243,16 +243,22 @@ impl Replay {
     }
 
     /// At the end of the transaction: makes this transaction the trace of `slot` when it
-    /// completed a phase and its request is small enough. Returns the request to recycle
-    /// (this one, or the trace it replaced when no other transaction holds that).
-    pub fn publish(&mut self, req: Request, slot: &mut Option<Rc<Trace>>) -> Option<Request> {
+    /// completed a phase and its request is small enough.
+    /// Returns the request when it is not kept, and the trace it replaced (to be dropped
+    /// once the memo is no longer borrowed: the last holder of a trace recycles its request).
+    pub fn publish(&mut self, req: Request, slot: &mut Option<Rc<Trace>>) -> (Option<Request>, Option<Rc<Trace>>) {
         self.base = None;
         if self.phases == 0 || req.retained_bytes() > KEPT_MAX {
-            return Some(req);
+            return (Some(req), None);
         }
         let trace = Trace { req, hits: std::mem::take(&mut self.hits), phases: self.phases, at: self.at, effects: std::mem::take(&mut self.effects) };
-        let old = slot.replace(Rc::new(trace))?;
-        Rc::try_unwrap(old).ok().map(|t| t.req)
+        (None, slot.replace(Rc::new(trace)))
+    }
+}
+
+impl Drop for Trace {
+    fn drop(&mut self) {
+        super::recycle_request(std::mem::take(&mut self.req));
     }
 }
 
