@@ -110,6 +110,9 @@ pub struct Index {
     pub header_keys: super::inputs::Keys,
     /// Per phase, per entry of the phase list: the rule's number (`u32::MAX` for markers).
     pub numbers: [Vec<u32>; 5],
+    /// Per phase, per entry: what the rule's first link reads (`Inputs::head`); all bits for
+    /// markers and paranoia-level skips ([`Quick::TxSkip`]), which the replay never passes.
+    pub heads: [Vec<u64>; 5],
 }
 
 impl Index {
@@ -119,11 +122,12 @@ impl Index {
         let mut known = HashMap::new();
         let mut n = 0u32;
         let mut prefix = true;
-        for (p, ((list, quick), numbers)) in phases.iter_mut().zip(ix.phases.iter_mut()).zip(ix.numbers.iter_mut()).enumerate() {
+        for (p, (((list, quick), numbers), heads)) in phases.iter_mut().zip(ix.phases.iter_mut()).zip(ix.numbers.iter_mut()).zip(ix.heads.iter_mut()).enumerate() {
             for e in list.iter_mut() {
                 let Entry::Rule(r) = e else {
                     quick.push(Quick::Eval);
                     numbers.push(u32::MAX);
+                    heads.push(u64::MAX);
                     continue;
                 };
                 numbers.push(n);
@@ -140,7 +144,12 @@ impl Index {
                         list.push(n);
                     }
                 }
-                quick.push(if pre { Quick::Pre } else { Quick::of(r, &mut ix.keys, &mut known) });
+                let q = if pre { Quick::Pre } else { Quick::of(r, &mut ix.keys, &mut known) };
+                heads.push(match q {
+                    Quick::TxSkip { .. } => u64::MAX,
+                    _ => ix.inputs.last().map_or(u64::MAX, |i| i.head),
+                });
+                quick.push(q);
                 n += 1;
             }
         }

@@ -1488,6 +1488,7 @@ pub(crate) fn run_phase(t: &mut Transaction, rs: &Ruleset, phase: u8) -> Option<
     let mut skip = 0u32;
     let quick = rs.quick.phases.get(pidx).map_or(&[][..], Vec::as_slice);
     let numbers = rs.quick.numbers.get(pidx).map_or(&[][..], Vec::as_slice);
+    let heads = rs.quick.heads.get(pidx).map_or(&[][..], Vec::as_slice);
     while let Some(entry) = list.get(i) {
         // Applied with the TX phase 1 started from (also when profiling: a second run would
         // add to the counters again).
@@ -1496,14 +1497,14 @@ pub(crate) fn run_phase(t: &mut Transaction, rs: &Ruleset, phase: u8) -> Option<
             continue;
         }
         // No hits in the last transaction, on the same data: none now (see `replay`). First,
-        // as it needs neither the rule nor its quick record's state; not a paranoia-level
-        // skip (never evaluated, never in the trace) nor under a pending `skip`.
+        // over a run of such entries at once, as it needs neither the rules nor their quick
+        // records' state; not a paranoia-level skip (never evaluated, never in the trace) nor
+        // under a pending `skip`.
         if skip == 0 && t.replay.active {
-            let n = numbers.get(i).copied().unwrap_or(u32::MAX);
-            let head = rs.quick.inputs.get(n as usize).map_or(u64::MAX, |x| x.head);
-            if n != u32::MAX && !matches!(quick.get(i), Some(Quick::TxSkip { .. })) && t.replay.passes(n, head) {
-                t.replay.passed += 1;
-                i += 1;
+            let to = t.replay.scan(i, heads, numbers);
+            if to > i {
+                t.replay.passed += (to - i) as u64;
+                i = to;
                 continue;
             }
         }

@@ -99,7 +99,7 @@ pub(crate) struct Replay {
     at: [BodyAt; 5],
     /// Set by `eval::run_phase` when it reached the end of the phase's list.
     pub completed: bool,
-    /// Rules passed without being evaluated (see [`Replay::passes`], [`Replay::by_values`]).
+    /// Rules passed without being evaluated (see [`Replay::scan`], [`Replay::by_values`]).
     pub passed: u64,
     /// The positions of the request headers whose values changed (names unchanged), when
     /// they are few (see [`Replay::by_values`]).
@@ -189,10 +189,18 @@ impl Replay {
         }
     }
 
-    /// Whether rule `n`, reading `inputs`, can be passed: it had no hits in the trace and
-    /// reads nothing that changed.
-    pub fn passes(&self, n: u32, inputs: u64) -> bool {
-        self.active && inputs & self.changed == 0 && self.base.as_ref().is_some_and(|b| !bit(&b.hits, n))
+    /// From entry `i` of a phase list (`heads`, `numbers`: the phase's, see
+    /// `compile::quick::Index`), the first entry that cannot be passed: passed are the rules
+    /// that had no hits in the trace and read nothing that changed.
+    pub fn scan(&self, mut i: usize, heads: &[u64], numbers: &[u32]) -> usize {
+        let Some(base) = self.base.as_ref().filter(|_| self.active) else { return i };
+        while let (Some(&h), Some(&n)) = (heads.get(i), numbers.get(i)) {
+            if h & self.changed != 0 || bit(&base.hits, n) {
+                break;
+            }
+            i += 1;
+        }
+        i
     }
 
     /// The positions of the request headers whose values changed, when rule `n` (`inputs`)
