@@ -443,7 +443,7 @@ fn replay_check(args: &[String]) -> Result<(), String> {
             let expect = native::run_request(&rs, &req, false);
             compare("after the last stage", &id, cross, &expect);
             compare("after itself", &id, native::run_request(&rs, &req, true), &expect);
-            let mut other = native::RawRequest { method: req.method.clone(), uri: req.uri.clone(), version: req.version.clone(), headers: req.headers.clone(), body: req.body.clone() };
+            let mut other = req.clone();
             let k = n % other.headers.len().max(1);
             if let Some((_, v)) = other.headers.get_mut(k) {
                 v.extend_from_slice(b"-1");

@@ -1015,27 +1015,8 @@ fn eval_link(t: &Transaction, link: &Rule, head: &Rule, hits: &mut HitPool) {
                 }
             }
         } else if stable {
-            let bytes = (cur.bytes().len() <= 512).then(|| byte_set(cur.bytes()));
-            if bytes.is_some_and(|b| untouched(&b, &link.chain_trigger)) {
-                if op_matches(t, link, &ctx, &cur, stable, &mut caps, true) {
-                    record(&cur, hits, &caps);
-                }
-                continue;
-            }
-            let (v, handle) = t.cache.borrow_mut().chain(cur, link.chain_id, &link.transforms, &link.step_triggers, bytes);
-            if let Some(req) = &link.prefilter {
-                let scan = t.cache.borrow_mut().chain_scan(handle, &v, &t.rs.prefilter);
-                if scan.is_some_and(|s| !s.satisfies(req)) {
-                    bump(&t.probe.skipped);
-                    // The regex cannot match: the operator is false.
-                    if link.negated {
-                        caps.0.clear();
-                        record(&v, hits, &caps);
-                    }
-                    continue;
-                }
-            }
-            if op_matches(t, link, &ctx, &v, stable, &mut caps, false) {
+            let (v, hit) = stable_hit(t, link, &ctx, cur, &mut caps);
+            if hit {
                 record(&v, hits, &caps);
             }
         } else {
@@ -1623,26 +1604,30 @@ fn header_hits(t: &Transaction, rule: &Rule, at: &[usize]) -> bool {
     at.iter().any(|&i| {
         let Some((name, value)) = t.req.headers.get(i) else { return true };
         let selected = rule.targets.iter().any(|tg| tg.var == Var::RequestHeaders && !tg.count && tg.sel.matches(name) && !tg.excluded(name));
-        selected && value_hits(t, rule, &ctx, value, &mut caps)
+        selected && stable_hit(t, rule, &ctx, Val::B(value), &mut caps).1
     })
 }
 
-/// Whether `link`'s transformations and operator make a hit of request value `value`
-/// (the memoized path of `eval_link` for one stable value).
-fn value_hits(t: &Transaction, link: &Rule, ctx: &Ctx<'_>, value: &[u8], caps: &mut Captures) -> bool {
-    let cur = Val::B(value);
-    let bytes = (value.len() <= 512).then(|| byte_set(value));
+/// `link`'s transformations (memoized) and operator on one stable value: the value the
+/// operator saw, and whether it is a hit (the prefilter decides when it can).
+fn stable_hit<'a>(t: &Transaction, link: &Rule, ctx: &Ctx<'_>, cur: Val<'a>, caps: &mut Captures) -> (Val<'a>, bool) {
+    let bytes = (cur.bytes().len() <= 512).then(|| byte_set(cur.bytes()));
     if bytes.is_some_and(|b| untouched(&b, &link.chain_trigger)) {
-        return op_matches(t, link, ctx, &cur, true, caps, true);
+        let hit = op_matches(t, link, ctx, &cur, true, caps, true);
+        return (cur, hit);
     }
     let (v, handle) = t.cache.borrow_mut().chain(cur, link.chain_id, &link.transforms, &link.step_triggers, bytes);
     if let Some(req) = &link.prefilter {
         let scan = t.cache.borrow_mut().chain_scan(handle, &v, &t.rs.prefilter);
         if scan.is_some_and(|s| !s.satisfies(req)) {
-            return link.negated;
+            bump(&t.probe.skipped);
+            // The regex cannot match: the operator is false.
+            caps.0.clear();
+            return (v, link.negated);
         }
     }
-    op_matches(t, link, ctx, &v, true, caps, false)
+    let hit = op_matches(t, link, ctx, &v, true, caps, false);
+    (v, hit)
 }
 
 /// Where phase list `pidx` goes on after `rule`, entry `i` of its `len`, matched: the entry

@@ -9,6 +9,7 @@ use wafer::{BodyAppend, Ruleset, Transaction};
 use super::check::Observed;
 
 /// A parsed HTTP/1.x request (lenient, like a proxy that let it through).
+#[derive(Clone)]
 pub struct RawRequest {
     pub method: String,
     pub uri: String,
