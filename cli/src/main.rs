@@ -27,8 +27,9 @@ fn usage() -> ExitCode {
   wafer crs-test --native [--tests DIR] [--filter REGEX] [-v]
   wafer crs-requests [--tests DIR]      JSON lines {{id, raw (base64)}} of every CRS test stage
   wafer ids CONFIG.json < REQUESTS.jsonl  JSON lines {{id, status, ids}} (raw requests run natively)
-  wafer replay-check [--tests DIR]      every CRS test stage run after itself, after the last stage and with a
-                                    header value changed: the same status, log lines and TX as without the replay"
+  wafer replay-check [--tests DIR]      every CRS test stage run after itself, after the last stage, with a
+                                    header value changed and with its response changed: the same status, log
+                                    lines and TX as without the replay"
     );
     ExitCode::from(2)
 }
@@ -413,7 +414,9 @@ fn crs_test(args: &[String]) -> Result<(), String> {
 /// The transaction replay (a rule with no hits in the last transaction, on the same data, is
 /// passed) against evaluating every rule: each CRS test stage (the CRS test setup, paranoia
 /// level 4, response phases) runs without the replay, then with it after another request
-/// (the last stage), after itself, and with one header value changed after itself. Each run
+/// (the last stage), after itself, with one header value changed after itself, and after
+/// itself with its response changed (a header more, a header value, the body or the
+/// status, by turns; and replaced by another test's). Each run
 /// with the replay must give what the run without it gives: status, log lines, final TX.
 fn replay_check(args: &[String]) -> Result<(), String> {
     use wafer_cli::crs::{ftw, native};
@@ -434,6 +437,7 @@ fn replay_check(args: &[String]) -> Result<(), String> {
             bad.push(format!("{id} ({what}): status {:?} vs {:?}, {} vs {} log lines, TX {}", got.0.status, expect.0.status, got.0.log_lines.len(), expect.0.log_lines.len(), if got.1 == expect.1 { "same" } else { "differs" }));
         }
     };
+    let mut last_response: Option<native::Response> = None;
     for (n, t) in tests.iter().enumerate() {
         for (i, st) in t.stages.iter().enumerate() {
             let id = format!("{}/{}", t.id, i + 1);
@@ -446,10 +450,51 @@ fn replay_check(args: &[String]) -> Result<(), String> {
             let mut other = req.clone();
             let k = n % other.headers.len().max(1);
             if let Some((_, v)) = other.headers.get_mut(k) {
-                v.extend_from_slice(b"-1");
+                // By turns a benign change and ones some rules have hits on (the replay then
+                // tests the rules reading all header values on the changed one alone).
+                let more: &[u8] = match n % 3 {
+                    0 => b"-1",
+                    1 => b"/..%2f..;<script>alert(1)</script>' or 1=1--",
+                    _ => b"/../x",
+                };
+                v.extend_from_slice(more);
             }
             let changed = native::run_request(&rs, &other, true);
             compare("one header value changed", &id, changed, &native::run_request(&rs, &other, false));
+            // The same request after itself, its response changed (by turns: a header
+            // more, a header value, the body, the status), then replaced by the last different one.
+            let own = native::reflect(&req);
+            let (mut before, mut after) = (own.clone(), own.clone());
+            let encoding = |r: &mut native::Response, v: &str| r.1.push(("Content-Encoding".into(), v.into()));
+            let what = match n % 4 {
+                0 => {
+                    encoding(&mut after, "gzip");
+                    "a header more"
+                }
+                1 => {
+                    encoding(&mut before, "identity");
+                    encoding(&mut after, "gzip");
+                    "a header value"
+                }
+                2 => {
+                    after.2.push(b'x');
+                    "the body"
+                }
+                _ => {
+                    after.0 = if own.0 < 500 { 500 } else { 200 };
+                    "the status"
+                }
+            };
+            let swapped = last_response.clone().filter(|r| *r != own).map(|r| (own.clone(), r));
+            for (what, pair) in [(what, Some((before, after))), ("the last other response", swapped)] {
+                let Some((before, after)) = pair else { continue };
+                let _ = native::run_request_with(&rs, &req, false, Some(&before));
+                let got = native::run_request_with(&rs, &req, true, Some(&after));
+                compare(&format!("response changed: {what}"), &id, got, &native::run_request_with(&rs, &req, false, Some(&after)));
+            }
+            if last_response.as_ref() != Some(&own) {
+                last_response = Some(own);
+            }
         }
     }
     for b in bad.iter().take(30) {

@@ -31,38 +31,87 @@ pub const HEADERS: u64 = 1 << 5;
 pub const ADDR: u64 = 1 << 6;
 /// The client's and server's ports (a client's port changes with every connection).
 pub const PORT: u64 = 1 << 7;
-/// The response (status, headers, body): changed in every transaction (dates, timings).
-pub const RESP: u64 = 1 << 8;
+/// The response's status and protocol (`RESPONSE_STATUS`, `RESPONSE_PROTOCOL`, `STATUS_LINE`).
+pub const RESP_LINE: u64 = 1 << 8;
+/// The response header names, in order (and so their count).
+pub const RESP_NAMES: u64 = 1 << 9;
+/// Any response header value.
+pub const RESP_HEADERS: u64 = 1 << 10;
+/// The response body as the phase saw it, whether it was inspected, and the limit flag.
+pub const RESP_BODY: u64 = 1 << 11;
+/// Bit of the first response header name a rule reads by key (`RESPONSE_HEADERS:Content-Encoding`,
+/// `RESPONSE_CONTENT_TYPE`); [`RESP_KEYS`] names at most (later names count as [`RESP_HEADERS`]).
+pub const FIRST_RESP_KEY: u32 = 12;
+/// How many response header names have a bit of their own.
+pub const RESP_KEYS: u32 = 4;
 /// Bit of the first request header name a rule reads by key (`REQUEST_HEADERS:User-Agent`);
 /// the names after it take the next bits, up to bit 63 (later names count as [`HEADERS`]).
-pub const FIRST_KEY: u32 = 9;
+pub const FIRST_KEY: u32 = FIRST_RESP_KEY + RESP_KEYS;
+/// Every response class and response key bit.
+pub const RESPONSE: u64 = RESP_LINE | RESP_NAMES | RESP_HEADERS | RESP_BODY | (((1u64 << RESP_KEYS) - 1) << FIRST_RESP_KEY);
 
-/// Request header names read by key, numbered from [`FIRST_KEY`].
+/// Header names read by key: the request's numbered from [`FIRST_KEY`], the response's
+/// from [`FIRST_RESP_KEY`].
 #[derive(Debug, Default)]
-pub struct Keys(pub Vec<String>);
+pub struct Keys {
+    pub request: Vec<String>,
+    pub response: Vec<String>,
+}
+
+/// The bit of `name` (lowercase) among `names` (numbered from `first`, at most `max`),
+/// numbered when new; `full` when no bit is left.
+fn key_bit(names: &mut Vec<String>, name: &str, first: u32, max: u32, full: u64) -> u64 {
+    let i = match names.iter().position(|k| k == name) {
+        Some(i) => i,
+        None if names.len() < max as usize => {
+            names.push(name.to_string());
+            names.len() - 1
+        }
+        None => return full,
+    };
+    1u64 << (first + i as u32)
+}
+
+/// The bit of `name` (any case) among `names` numbered from `first`, if it has one.
+fn find_bit(names: &[String], name: &[u8], first: u32) -> u64 {
+    names.iter().position(|k| k.as_bytes().eq_ignore_ascii_case(name)).map_or(0, |i| 1u64 << (first + i as u32))
+}
+
+/// The bits of all of `names`, numbered from `first`.
+fn all_bits(names: &[String], first: u32) -> u64 {
+    (0..names.len()).fold(0, |acc, i| acc | 1u64 << (first + i as u32))
+}
 
 impl Keys {
-    /// The bit of header `name` (lowercase), numbered when new; [`HEADERS`] when no bit is left.
+    /// The bit of request header `name` (lowercase), numbered when new; [`HEADERS`] when no
+    /// bit is left.
     fn bit(&mut self, name: &str) -> u64 {
-        let i = match self.0.iter().position(|k| k == name) {
-            Some(i) => i,
-            None if self.0.len() < (64 - FIRST_KEY) as usize => {
-                self.0.push(name.to_string());
-                self.0.len() - 1
-            }
-            None => return HEADERS,
-        };
-        1u64 << (FIRST_KEY + i as u32)
+        key_bit(&mut self.request, name, FIRST_KEY, 64 - FIRST_KEY, HEADERS)
     }
 
-    /// The bit of header `name` (any case) if it has one.
+    /// The bit of response header `name` (lowercase); [`RESP_HEADERS`] when no bit is left.
+    fn response_bit(&mut self, name: &str) -> u64 {
+        key_bit(&mut self.response, name, FIRST_RESP_KEY, RESP_KEYS, RESP_HEADERS)
+    }
+
+    /// The bit of request header `name` (any case) if it has one.
     pub fn find(&self, name: &[u8]) -> u64 {
-        self.0.iter().position(|k| k.as_bytes().eq_ignore_ascii_case(name)).map_or(0, |i| 1u64 << (FIRST_KEY + i as u32))
+        find_bit(&self.request, name, FIRST_KEY)
     }
 
-    /// Every key's bit.
+    /// The bit of response header `name` (any case) if it has one.
+    pub fn find_response(&self, name: &[u8]) -> u64 {
+        find_bit(&self.response, name, FIRST_RESP_KEY)
+    }
+
+    /// Every request header key's bit.
     pub fn all(&self) -> u64 {
-        self.0.iter().enumerate().fold(0, |acc, (i, _)| acc | 1u64 << (FIRST_KEY + i as u32))
+        all_bits(&self.request, FIRST_KEY)
+    }
+
+    /// Every response header key's bit.
+    pub fn all_response(&self) -> u64 {
+        all_bits(&self.response, FIRST_RESP_KEY)
     }
 }
 
@@ -75,7 +124,7 @@ pub fn of_rule(r: &Rule, keys: &mut Keys) -> Inputs {
     let head = of_link(r, false, keys);
     // What the first link reads other than header values through REQUEST_HEADERS targets.
     let other = r.targets.iter().filter(|t| t.var != Var::RequestHeaders || t.count).fold(0, |acc, t| acc | of_target(t, false, keys)) | of_parts(r.operator.macros(), false, keys);
-    let by_value = !r.multi_match && other & HEADER_VALUES == 0;
+    let by_value = other & HEADER_VALUES == 0;
     let mut all = head;
     let mut link = Some(r);
     while let Some(l) = link {
@@ -97,7 +146,7 @@ pub fn of_rule(r: &Rule, keys: &mut Keys) -> Inputs {
     }
     let links = || std::iter::successors(Some(r), |l| l.chain.as_deref());
     let tx_writes = links().all(|l| l.setvars.iter().all(|sv| sv.collection == "tx" && !matches!(sv.op, SetOp::Init(_) | SetOp::Expire(_))));
-    let quiet = matches!(r.disruptive, Disruptive::Pass) && !r.log && r.severity.is_none() && links().all(|l| l.ctls.is_empty());
+    let quiet = matches!(r.disruptive, Disruptive::Pass) && !r.log && r.severity.is_none();
     Inputs { head, all, by_value, tx_writes, quiet }
 }
 
@@ -109,14 +158,15 @@ pub struct Inputs {
     /// The classes the whole rule reads when it has hits.
     pub all: u64,
     /// Request header values reach the first link only as values of its `REQUEST_HEADERS`
-    /// targets, each tested on its own (no `multiMatch`): when only some header values
-    /// changed, the link has hits only if one of those values is a hit.
+    /// targets, each tested on its own (with `multiMatch`, each after each transformation):
+    /// when only some header values changed, the link has hits only if one of those values
+    /// is a hit.
     pub by_value: bool,
     /// Every setvar of every link writes TX (no persistent collection, initcol, expirevar):
     /// while the chain does not complete, the rule's only effect is on TX.
     pub tx_writes: bool,
-    /// When the chain completes the rule only passes (no log, severity, ctl or disruptive
-    /// action; its skip still applies).
+    /// When the chain completes the rule only passes (no log, severity or disruptive action;
+    /// its ctls and its skip still apply: they read nothing but the transaction's state).
     pub quiet: bool,
 }
 
@@ -169,7 +219,17 @@ fn of_target(t: &Target, later: bool, keys: &mut Keys) -> u64 {
         // From the `Host` header; `Authorization`.
         ServerName | AuthType | RemoteUser => HEADERS | ADDR,
         FullRequest | FullRequestLength => LINE | COOKIES | NAMES | HEADERS | BODY,
-        ResponseStatus | ResponseProtocol | ResponseHeaders | ResponseHeadersNames | ResponseContentType | ResponseContentLength | ResponseBody | StatusLine | OutboundDataError => RESP,
+        ResponseStatus | ResponseProtocol | StatusLine => RESP_LINE,
+        ResponseHeaders if t.count => RESP_NAMES,
+        ResponseHeaders => match &t.sel {
+            KeySel::Key(k) => keys.response_bit(k),
+            _ => RESP_HEADERS,
+        },
+        ResponseHeadersNames => RESP_NAMES,
+        // From the `Content-Type` header.
+        ResponseContentType => keys.response_bit("content-type"),
+        // The body's length, when it was inspected.
+        ResponseContentLength | ResponseBody | OutboundDataError => RESP_BODY,
         _ => VOLATILE,
     }
 }

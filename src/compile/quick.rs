@@ -108,10 +108,11 @@ pub struct Index {
     pub inputs: Vec<super::inputs::Inputs>,
     /// The request header names rules read by key, with their bits in `inputs`.
     pub header_keys: super::inputs::Keys,
-    /// Per phase, per entry of the phase list: the rule's number (`u32::MAX` for markers).
+    /// Per phase, per entry of the phase list: the rule's number (`u32::MAX` for markers,
+    /// which never have hits).
     pub numbers: [Vec<u32>; 5],
-    /// Per phase, per entry: what the rule's first link reads (`Inputs::head`); all bits for
-    /// markers and paranoia-level skips ([`Quick::TxSkip`]), which the replay never passes.
+    /// Per phase, per entry: what the rule's first link reads (`Inputs::head`; none for
+    /// markers, which do nothing when reached in order).
     pub heads: [Vec<u64>; 5],
 }
 
@@ -127,7 +128,7 @@ impl Index {
                 let Entry::Rule(r) = e else {
                     quick.push(Quick::Eval);
                     numbers.push(u32::MAX);
-                    heads.push(u64::MAX);
+                    heads.push(0);
                     continue;
                 };
                 numbers.push(n);
@@ -145,10 +146,7 @@ impl Index {
                     }
                 }
                 let q = if pre { Quick::Pre } else { Quick::of(r, &mut ix.keys, &mut known) };
-                heads.push(match q {
-                    Quick::TxSkip { .. } => u64::MAX,
-                    _ => ix.inputs.last().map_or(u64::MAX, |i| i.head),
-                });
+                heads.push(ix.inputs.last().map_or(u64::MAX, |i| i.head));
                 quick.push(q);
                 n += 1;
             }

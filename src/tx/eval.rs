@@ -1000,20 +1000,10 @@ fn eval_link(t: &Transaction, link: &Rule, head: &Rule, hits: &mut HitPool) {
         };
         let mut cur = base;
         if link.multi_match {
-            if op_matches(t, link, &ctx, &cur, stable, &mut caps, true) {
-                record(&cur, hits, &caps);
-            }
-            // No step can change this value: the transformed values are all the same one.
-            if cur.bytes().len() <= 512 && untouched(&byte_set(cur.bytes()), &link.chain_trigger) {
-                continue;
-            }
-            for tf in &link.transforms {
-                let (next, changed) = step(t, stable, cur, *tf);
-                cur = next;
-                if changed && op_matches(t, link, &ctx, &cur, stable, &mut caps, true) {
-                    record(&cur, hits, &caps);
-                }
-            }
+            multi_hits(t, link, &ctx, cur, stable, &mut caps, |v, caps| {
+                record(v, hits, caps);
+                false
+            });
         } else if stable {
             let (v, hit) = stable_hit(t, link, &ctx, cur, &mut caps);
             if hit {
@@ -1109,13 +1099,7 @@ fn eval_rule_inner(t: &mut Transaction, rule: &Rule, phase: u8) -> Option<Disrup
     }
     t.hit_pool = pool;
     // Every link matched (a link without hits returned above).
-    let mut link = Some(rule);
-    while let Some(l) = link {
-        for c in &l.ctls {
-            apply_ctl(t, c);
-        }
-        link = l.chain.as_deref();
-    }
+    apply_ctls(t, rule);
     if let Some(sev) = rule.severity {
         t.highest_severity = t.highest_severity.min(sev);
     }
@@ -1294,6 +1278,17 @@ fn apply_persistent(t: &mut Transaction, rule: &Rule, sv: &crate::actions::SetVa
     }
 }
 
+/// The ctls of every link of `rule`, in order.
+fn apply_ctls(t: &mut Transaction, rule: &Rule) {
+    let mut link = Some(rule);
+    while let Some(l) = link {
+        for c in &l.ctls {
+            apply_ctl(t, c);
+        }
+        link = l.chain.as_deref();
+    }
+}
+
 fn apply_ctl(t: &mut Transaction, c: &Ctl) {
     // Target lists may depend on what a ctl changes (body variable, removals).
     t.cache.get_mut().clear_prepared();
@@ -1468,8 +1463,6 @@ pub(crate) fn run_phase(t: &mut Transaction, rs: &Ruleset, phase: u8) -> Option<
     let mut i = 0;
     let mut skip = 0u32;
     let quick = rs.quick.phases.get(pidx).map_or(&[][..], Vec::as_slice);
-    let numbers = rs.quick.numbers.get(pidx).map_or(&[][..], Vec::as_slice);
-    let heads = rs.quick.heads.get(pidx).map_or(&[][..], Vec::as_slice);
     while let Some(entry) = list.get(i) {
         // Applied with the TX phase 1 started from (also when profiling: a second run would
         // add to the counters again).
@@ -1482,7 +1475,7 @@ pub(crate) fn run_phase(t: &mut Transaction, rs: &Ruleset, phase: u8) -> Option<
         // records' state; not a paranoia-level skip (never evaluated, never in the trace) nor
         // under a pending `skip`.
         if skip == 0 && t.replay.active {
-            let to = t.replay.scan(i, heads, numbers);
+            let to = t.replay.scan(i, pidx);
             if to > i {
                 t.replay.passed += (to - i) as u64;
                 i = to;
@@ -1498,6 +1491,8 @@ pub(crate) fn run_phase(t: &mut Transaction, rs: &Ruleset, phase: u8) -> Option<
         // A paranoia-level check that holds: its skip, without evaluating it (unless removed).
         if let (0, None, Some(Quick::TxSkip { .. }), Entry::Rule(rule)) = (skip, &t.profile, quick.get(i), entry) {
             if !rule_removed(t, rule) {
+                // A hit (the replay passes it only where the trace had none).
+                t.replay.record(rule.index, 0, true);
                 (i, skip) = skip_from(rs, pidx, i, rule, list.len());
                 continue;
             }
@@ -1535,6 +1530,9 @@ pub(crate) fn run_phase(t: &mut Transaction, rs: &Ruleset, phase: u8) -> Option<
             t.replay.passed += 1;
             t.replay.record(rule.index, inputs.all, true);
             let matched = e.matched;
+            if matched {
+                apply_ctls(t, rule);
+            }
             t.replay.keep_effect(rule.index, e);
             matched.then(|| rule.disruptive.clone())
         } else {
@@ -1604,8 +1602,34 @@ fn header_hits(t: &Transaction, rule: &Rule, at: &[usize]) -> bool {
     at.iter().any(|&i| {
         let Some((name, value)) = t.req.headers.get(i) else { return true };
         let selected = rule.targets.iter().any(|tg| tg.var == Var::RequestHeaders && !tg.count && tg.sel.matches(name) && !tg.excluded(name));
-        selected && stable_hit(t, rule, &ctx, Val::B(value), &mut caps).1
+        selected
+            && if rule.multi_match {
+                multi_hits(t, rule, &ctx, Val::B(value), true, &mut caps, |_, _| true)
+            } else {
+                stable_hit(t, rule, &ctx, Val::B(value), &mut caps).1
+            }
     })
+}
+
+/// `multiMatch`: `link`'s operator on `value` and on each transformation of it that changed
+/// it; `hit` on each hit, until it answers true (then returns true).
+fn multi_hits<'a>(t: &Transaction, link: &Rule, ctx: &Ctx<'_>, value: Val<'a>, stable: bool, caps: &mut Captures, mut hit: impl FnMut(&Val<'a>, &Captures) -> bool) -> bool {
+    let mut cur = value;
+    if op_matches(t, link, ctx, &cur, stable, caps, true) && hit(&cur, caps) {
+        return true;
+    }
+    // No step can change this value: the transformed values are all the same one.
+    if cur.bytes().len() <= 512 && untouched(&byte_set(cur.bytes()), &link.chain_trigger) {
+        return false;
+    }
+    for tf in &link.transforms {
+        let (next, changed) = step(t, stable, cur, *tf);
+        cur = next;
+        if changed && op_matches(t, link, ctx, &cur, stable, caps, true) && hit(&cur, caps) {
+            return true;
+        }
+    }
+    false
 }
 
 /// `link`'s transformations (memoized) and operator on one stable value: the value the

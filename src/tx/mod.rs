@@ -157,7 +157,7 @@ impl Drop for Transaction {
         // The request becomes the memo's trace (see `replay`), or is recycled. The trace it
         // replaces recycles its own when the last transaction following it ends.
         let (spare, replaced) = match self.memo.try_borrow_mut() {
-            Ok(mut memo) => self.replay.publish(req, &mut memo.trace),
+            Ok(mut memo) => self.replay.publish(req, &mut memo.trace, &self.rs.quick),
             Err(_) => (Some(req), None),
         };
         drop(replaced);

@@ -17,14 +17,16 @@
 //! may differ) the transaction stops replaying and evaluates every later rule.
 //!
 //! A rule with hits whose only effect was on TX (its setvars and captures: its chain did not
-//! complete, or completing it only passes) and whose data (every link's, every action's
+//! complete, or completing it only applies its ctls and passes) and whose data (every link's, every action's
 //! macros) is unchanged is not evaluated either: the same state before it and the same data
 //! make the same writes, so the values it left in the TX variables it wrote are set again
 //! ([`Effect`], kept when the rule ran while the transaction followed its trace or had none).
 //!
 //! The trace keeps the last transaction's request itself (its buffers, instead of their
 //! being recycled): comparing is a few `memcmp`s of the request line, headers, cookies and
-//! body, no copying. A trace is replaced only by a transaction that completed some phase;
+//! body, and in phases 3-5 of the response's status, headers and body, no copying. A header
+//! value that changes in every response (a date, a timing) changes only the classes of the
+//! rules that read it. A trace is replaced only by a transaction that completed some phase;
 //! requests over [`KEPT_MAX`] bytes are not kept (the next one is compared with the older
 //! trace). Bytes are compared exactly, never hashed: crafted input cannot make two requests
 //! look the same.
@@ -33,6 +35,7 @@ use std::rc::Rc;
 
 use super::request::Request;
 use crate::compile::inputs::{self, Keys};
+use crate::compile::quick::Index;
 
 /// What the last finished transaction of a rule set on this thread read and did.
 pub(crate) struct Trace {
@@ -46,11 +49,15 @@ pub(crate) struct Trace {
     at: [BodyAt; 5],
     /// By rule number (ascending): what a rule with hits did, when that was only to write TX.
     effects: Vec<(u32, Rc<Effect>)>,
+    /// Per phase, per entry of its list: the classes the entry's first link reads, or every
+    /// class when it had hits (see [`Replay::scan`]); shared with the next trace while the
+    /// hits stay the same.
+    stops: Rc<[Vec<u64>; 5]>,
 }
 
 /// What a rule with hits did when its only effect was on TX: the variables it wrote, with
 /// their values after it (None: removed), and whether its chain completed (the rule then
-/// only passes: see `compile::inputs::Inputs::quiet`).
+/// applies its ctls and passes: see `compile::inputs::Inputs::quiet`).
 pub(crate) struct Effect {
     pub writes: Vec<(String, Option<Vec<u8>>)>,
     pub matched: bool,
@@ -59,8 +66,9 @@ pub(crate) struct Effect {
 /// Largest request (the bytes its buffers hold) a trace keeps.
 const KEPT_MAX: usize = 256 * 1024;
 
-/// What the body variables of a phase were made of: the body's first `len` bytes, whether it
-/// was parsed and by which processor, and the limit flag.
+/// What the body variables of a phase were made of: the request body's first `len` bytes,
+/// whether it was parsed and by which processor, and the limit flag; the same for the
+/// response body.
 #[derive(Clone, Copy, Default, PartialEq, Eq)]
 struct BodyAt {
     len: usize,
@@ -68,6 +76,15 @@ struct BodyAt {
     inbound_error: bool,
     /// `REQBODY_PROCESSOR` (the known ones are short); `None` when longer.
     processor: Option<([u8; 16], u8)>,
+    response: ResponseAt,
+}
+
+/// The response body's first `len` bytes, whether the rules see it, and the limit flag.
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+struct ResponseAt {
+    len: usize,
+    seen: bool,
+    outbound_error: bool,
 }
 
 impl BodyAt {
@@ -78,7 +95,13 @@ impl BodyAt {
             b.get_mut(..p.len()).unwrap_or_default().copy_from_slice(p);
             (b, p.len() as u8)
         });
-        BodyAt { len: r.body.len(), processed: r.body_processed, inbound_error: r.inbound_data_error, processor }
+        let response = ResponseAt { len: r.response_body.len(), seen: r.response_body_seen, outbound_error: r.outbound_data_error };
+        BodyAt { len: r.body.len(), processed: r.body_processed, inbound_error: r.inbound_data_error, processor, response }
+    }
+
+    /// The request body's part is the same as `other`'s.
+    fn same_request(&self, other: &BodyAt) -> bool {
+        (self.len, self.processed, self.inbound_error, self.processor) == (other.len, other.processed, other.inbound_error, other.processor)
     }
 }
 
@@ -189,18 +212,12 @@ impl Replay {
         }
     }
 
-    /// From entry `i` of a phase list (`heads`, `numbers`: the phase's, see
-    /// `compile::quick::Index`), the first entry that cannot be passed: passed are the rules
-    /// that had no hits in the trace and read nothing that changed.
-    pub fn scan(&self, mut i: usize, heads: &[u64], numbers: &[u32]) -> usize {
-        let Some(base) = self.base.as_ref().filter(|_| self.active) else { return i };
-        while let (Some(&h), Some(&n)) = (heads.get(i), numbers.get(i)) {
-            if h & self.changed != 0 || bit(&base.hits, n) {
-                break;
-            }
-            i += 1;
-        }
-        i
+    /// From entry `i` of phase list `p` (index), the first entry that cannot be passed:
+    /// passed are the rules that had no hits in the trace and read nothing that changed.
+    pub fn scan(&self, i: usize, p: usize) -> usize {
+        let Some(stops) = self.base.as_ref().filter(|_| self.active).and_then(|b| b.stops.get(p)) else { return i };
+        let rest = stops.get(i..).unwrap_or_default();
+        i + rest.iter().position(|s| s & self.changed != 0).unwrap_or(rest.len())
     }
 
     /// The positions of the request headers whose values changed, when rule `n` (`inputs`)
@@ -251,15 +268,23 @@ impl Replay {
     }
 
     /// At the end of the transaction: makes this transaction the trace of `slot` when it
-    /// completed a phase and its request is small enough.
+    /// completed a phase and its request is small enough (`ix`: the rule set's records).
     /// Returns the request when it is not kept, and the trace it replaced (to be dropped
     /// once the memo is no longer borrowed: the last holder of a trace recycles its request).
-    pub fn publish(&mut self, req: Request, slot: &mut Option<Rc<Trace>>) -> (Option<Request>, Option<Rc<Trace>>) {
-        self.base = None;
+    pub fn publish(&mut self, req: Request, slot: &mut Option<Rc<Trace>>, ix: &Index) -> (Option<Request>, Option<Rc<Trace>>) {
+        let base = self.base.take();
         if self.phases == 0 || req.retained_bytes() > KEPT_MAX {
             return (Some(req), None);
         }
-        let trace = Trace { req, hits: std::mem::take(&mut self.hits), phases: self.phases, at: self.at, effects: std::mem::take(&mut self.effects) };
+        let hits = std::mem::take(&mut self.hits);
+        let stops = match base {
+            Some(b) if b.hits == hits => b.stops.clone(),
+            _ => Rc::new(std::array::from_fn(|p| {
+                let (heads, numbers) = (ix.heads.get(p).map_or(&[][..], Vec::as_slice), ix.numbers.get(p).map_or(&[][..], Vec::as_slice));
+                heads.iter().zip(numbers).map(|(&h, &n)| if bit(&hits, n) { u64::MAX } else { h }).collect()
+            })),
+        };
+        let trace = Trace { req, hits, phases: self.phases, at: self.at, effects: std::mem::take(&mut self.effects), stops };
         (None, slot.replace(Rc::new(trace)))
     }
 }
@@ -274,12 +299,13 @@ fn bit(words: &[u64], n: u32) -> bool {
     words.get(n as usize / 64).is_some_and(|w| w & (1u64 << (n % 64)) != 0)
 }
 
-/// The input classes in which the request `now` (its body as `at`) differs from the trace's
-/// request in phase index `p`. The response is always taken as changed.
-/// `headers`: the positions of the header values that differ (names the same).
+/// The input classes in which the transaction `now` (its bodies as `at`) differs from the
+/// trace's in phase index `p`. In phases 1 and 2 the response is taken as changed (there is
+/// none yet; the trace's is complete).
+/// `headers`: the positions of the request header values that differ (names the same).
 fn changed(now: &Request, at: &BodyAt, then: &Trace, p: usize, keys: &Keys, headers: &mut Vec<usize>) -> u64 {
     let old = &then.req;
-    let mut c = inputs::VOLATILE | inputs::RESP;
+    let mut c = inputs::VOLATILE;
     if now.method != old.method || now.uri_raw != old.uri_raw || now.protocol != old.protocol {
         c |= inputs::LINE;
     }
@@ -293,9 +319,10 @@ fn changed(now: &Request, at: &BodyAt, then: &Trace, p: usize, keys: &Keys, head
         c |= inputs::PORT;
     }
     let then_at = then.at.get(p).copied().unwrap_or_default();
-    if *at != then_at || old.body.get(..then_at.len) != Some(&now.body[..]) {
+    if !at.same_request(&then_at) || old.body.get(..then_at.len) != Some(&now.body[..]) {
         c |= inputs::BODY;
     }
+    c |= if p < 2 { inputs::RESPONSE } else { response_changed(now, at, old, &then_at, keys) };
     if now.headers.len() != old.headers.len() {
         return c | inputs::NAMES | inputs::HEADERS | inputs::BODY | keys.all();
     }
@@ -309,6 +336,29 @@ fn changed(now: &Request, at: &BodyAt, then: &Trace, p: usize, keys: &Keys, head
             if name.eq_ignore_ascii_case(b"content-type") {
                 c |= inputs::BODY;
             }
+        }
+    }
+    c
+}
+
+/// The response classes in which `now` (its response body as `at`) differs from the trace's
+/// request `old` (`then_at` in the same phase).
+fn response_changed(now: &Request, at: &BodyAt, old: &Request, then_at: &BodyAt, keys: &Keys) -> u64 {
+    let mut c = 0;
+    if now.response_status != old.response_status || now.response_protocol != old.response_protocol {
+        c |= inputs::RESP_LINE;
+    }
+    let (r, then_r) = (&at.response, &then_at.response);
+    if r != then_r || old.response_body.get(..then_r.len) != Some(&now.response_body[..]) {
+        c |= inputs::RESP_BODY;
+    }
+    let (new_h, old_h) = (&now.response_headers, &old.response_headers);
+    if new_h.len() != old_h.len() || new_h.iter().zip(old_h.iter()).any(|((n, _), (o, _))| n != o) {
+        return c | inputs::RESP_NAMES | inputs::RESP_HEADERS | keys.all_response();
+    }
+    for ((name, value), (_, old_value)) in new_h.iter().zip(old_h.iter()) {
+        if value != old_value {
+            c |= inputs::RESP_HEADERS | keys.find_response(name);
         }
     }
     c

@@ -1159,3 +1159,81 @@ SecRule TX:site "@streq worse" "id:7,phase:2,deny,status:403"
     assert_eq!(go("/?a=1", "r7", "https://ok/", "c=abc").0, None);
     assert_eq!(go("/?a=1", "r8", "https://ok/", "c=abc"), (None, 7));
 }
+
+/// The replay compares the response too: the rules of phases 3 and 4 that had no hits on
+/// the same response are passed, and a change of the status, of a header a rule reads by
+/// key, or of the body is answered (while other header values, such as a date, may change).
+#[test]
+fn replay_passes_a_repeated_response_and_answers_its_changes() {
+    let rs = rules(
+        r#"SecRuleEngine On
+SecResponseBodyAccess On
+SecResponseBodyMimeType text/html
+SecRule RESPONSE_STATUS "@streq 500" "id:1,phase:3,deny,status:502"
+SecRule RESPONSE_HEADERS:Content-Encoding "@streq gzip" "id:2,phase:3,deny,status:503"
+SecRule RESPONSE_BODY "@contains secret" "id:3,phase:4,deny,status:504"
+SecRule RESPONSE_HEADERS_NAMES "@streq x-leak" "id:4,phase:3,deny,status:505,t:lowercase"
+"#,
+    );
+    // (blocking rule, rules the replay passed)
+    let go = |status: u16, date: &str, encoding: &str, extra: bool, body: &str| -> (Option<u64>, u64) {
+        let mut tx = Transaction::new(rs.clone(), "t".into());
+        tx.process_uri("/", "GET", "HTTP/1.1");
+        tx.add_request_header(b"Host", b"a");
+        assert!(tx.process_request_headers().or_else(|| tx.process_request_body()).is_none());
+        for (k, v) in [("Content-Type", "text/html"), ("Date", date), ("Content-Encoding", encoding)] {
+            tx.add_response_header(k.as_bytes(), v.as_bytes());
+        }
+        if extra {
+            tx.add_response_header(b"X-Leak", b"1");
+        }
+        let i = tx.process_response_headers(status, "HTTP/1.1").or_else(|| {
+            let _ = tx.append_response_body(body.as_bytes());
+            tx.process_response_body()
+        });
+        (i.and_then(|i| i.rule_id), tx.replay_passed())
+    };
+    // After an interruption (a trace without phases 3-4) one response makes the trace again,
+    // the next passes rules 1, 2, 3, 4: same status, encoding, names and body; only the
+    // date changed.
+    let settle = |n: u32| {
+        assert_eq!(go(200, &format!("d{n}"), "identity", false, "hello").0, None);
+        assert_eq!(go(200, &format!("e{n}"), "identity", false, "hello"), (None, 4), "the repeated response passes its rules");
+    };
+    settle(1);
+    assert_eq!(go(500, "f", "identity", false, "hello").0, Some(1), "the status");
+    settle(2);
+    assert_eq!(go(200, "f", "gzip", false, "hello").0, Some(2), "a header value read by key");
+    settle(3);
+    assert_eq!(go(200, "f", "identity", true, "hello").0, Some(4), "a header more");
+    settle(4);
+    assert_eq!(go(200, "f", "identity", false, "hello secret").0, Some(3), "the body");
+}
+
+/// A rule reading all request header values with `multiMatch` is tested on a changed value
+/// alone, at every transformation step: the repeated request passes it, a value with a hit
+/// before or only after a transformation is caught.
+#[test]
+fn replay_tests_a_changed_header_value_alone_under_multimatch() {
+    let rs = rules(
+        r#"SecRuleEngine On
+SecRule REQUEST_URI|REQUEST_HEADERS "@rx /\.\./" "id:1,phase:2,deny,status:403,multiMatch,t:urlDecodeUni,t:lowercase"
+"#,
+    );
+    // (blocking rule, rules the replay passed)
+    let go = |id: &str| -> (Option<u64>, u64) {
+        let mut tx = Transaction::new(rs.clone(), "t".into());
+        tx.process_uri("/a", "GET", "HTTP/1.1");
+        for (k, v) in [("Host", "a"), ("X-Request-Id", id)] {
+            tx.add_request_header(k.as_bytes(), v.as_bytes());
+        }
+        let i = tx.process_request_headers().or_else(|| tx.process_request_body());
+        (i.and_then(|i| i.rule_id), tx.replay_passed())
+    };
+    assert_eq!(go("r1"), (None, 0));
+    assert_eq!(go("r2"), (None, 1), "only the new value tested");
+    assert_eq!(go("r3/../x").0, Some(1), "a hit before any transformation");
+    assert_eq!(go("r4"), (None, 0));
+    assert_eq!(go("r5"), (None, 1));
+    assert_eq!(go("r6%2F..%2Fx").0, Some(1), "a hit after a transformation only");
+}

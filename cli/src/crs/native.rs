@@ -75,6 +75,14 @@ pub fn run(rs: &Arc<Ruleset>, raw: &[u8]) -> Observed {
 /// one's trace (see `wafer::Transaction::without_replay`). Also returns the TX collection at
 /// the end and how many rules the replay passed.
 pub fn run_request(rs: &Arc<Ruleset>, req: &RawRequest, replay: bool) -> (Observed, Vec<(String, Vec<u8>)>, u64) {
+    run_request_with(rs, req, replay, None)
+}
+
+/// A response: status, headers, body.
+pub type Response = (u16, Vec<(String, String)>, Vec<u8>);
+
+/// [`run_request`] with `upstream` as the upstream's response instead of albedo's answer.
+pub fn run_request_with(rs: &Arc<Ruleset>, req: &RawRequest, replay: bool, upstream: Option<&Response>) -> (Observed, Vec<(String, Vec<u8>)>, u64) {
     let mut tx = Transaction::new(rs.clone(), "native".into());
     if !replay {
         tx.without_replay();
@@ -101,7 +109,7 @@ pub fn run_request(rs: &Arc<Ruleset>, req: &RawRequest, replay: bool) -> (Observ
         status = i.status;
     } else {
         // Albedo: /reflect answers with what the JSON body describes.
-        let (st, headers, body) = reflect(&req);
+        let (st, headers, body) = upstream.cloned().unwrap_or_else(|| reflect(req));
         status = st;
         for (k, v) in &headers {
             tx.add_response_header(k.as_bytes(), v.as_bytes());
