@@ -1013,6 +1013,9 @@ pub(crate) struct Cache {
     /// `Rule::group_slot` -> the prepared values, for the current phase (no hashing: a CRS
     /// request looks groups up a few hundred times).
     pub slots: Vec<Option<Rc<Group>>>,
+    /// Some slot may be filled (set by [`Cache::fill_slot`]): [`Cache::clear_prepared`] then
+    /// visits them.
+    slots_filled: bool,
     tf: FxMap<(usize, usize, Transform), Option<Rc<[u8]>>>,
     /// (value address, length, chain id) -> index into `finals`.
     chains: FxMap<(usize, usize, u32), usize>,
@@ -1138,6 +1141,7 @@ impl Cache {
             targets: FxMap::with_capacity_and_hasher(n(64), Default::default()),
             groups: FxMap::with_capacity_and_hasher(n(128), Default::default()),
             slots: Vec::new(),
+            slots_filled: false,
             tf: FxMap::default(),
             chains: FxMap::with_capacity_and_hasher(n(64), Default::default()),
             finals: Vec::with_capacity(n(64)),
@@ -1226,22 +1230,40 @@ impl Cache {
     /// Forgets the prepared groups and lists (their values may change: a new phase, a `ctl`),
     /// keeping the slots' number.
     pub(crate) fn clear_prepared(&mut self) {
-        for (_, g) in self.groups.drain() {
-            self.pools.put_group(g);
+        // Each phase and ctl clears: only what was filled is visited (an empty table's drain
+        // would still reset its whole control array).
+        if !self.groups.is_empty() {
+            for (_, g) in self.groups.drain() {
+                self.pools.put_group(g);
+            }
         }
-        for g in self.slots.iter_mut().filter_map(Option::take) {
-            self.pools.put_group(g);
+        if std::mem::take(&mut self.slots_filled) {
+            for g in self.slots.iter_mut().filter_map(Option::take) {
+                self.pools.put_group(g);
+            }
         }
-        for (_, l) in self.lists.drain() {
-            self.pools.put_list(l);
+        if !self.lists.is_empty() {
+            for (_, l) in self.lists.drain() {
+                self.pools.put_list(l);
+            }
         }
         self.list_unions.clear();
     }
 
+    /// Puts group `g` in slot `s` (see `slots`); false when there is no such slot.
+    pub(crate) fn fill_slot(&mut self, s: usize, g: Rc<Group>) -> bool {
+        let Some(entry) = self.slots.get_mut(s) else { return false };
+        *entry = Some(g);
+        self.slots_filled = true;
+        true
+    }
+
     /// Forgets the per-target lists (a new phase).
     pub(crate) fn clear_targets(&mut self) {
-        for (_, l) in self.targets.drain() {
-            self.pools.put_list(l);
+        if !self.targets.is_empty() {
+            for (_, l) in self.targets.drain() {
+                self.pools.put_list(l);
+            }
         }
     }
 

@@ -630,9 +630,7 @@ fn group(t: &Transaction, link: &Rule, head: &Rule) -> Option<std::rc::Rc<Group>
             cache.stats.groups_by_gen += 1;
             cache.stats.groups_built += 1;
             cache.hold_group(&g);
-            if let Some(entry) = cache.slots.get_mut(s) {
-                *entry = Some(g.clone());
-            }
+            cache.fill_slot(s, g.clone());
             return Some(g);
         }
     }
@@ -745,11 +743,8 @@ fn group(t: &Transaction, link: &Rule, head: &Rule) -> Option<std::rc::Rc<Group>
         s.built += 1;
         s.values += g.raw.len() as u64;
     }
-    match slot.and_then(|s| cache.slots.get_mut(s)) {
-        Some(entry) => *entry = Some(g.clone()),
-        None => {
-            cache.groups.insert(key, g.clone());
-        }
+    if !slot.is_some_and(|s| cache.fill_slot(s, g.clone())) {
+        cache.groups.insert(key, g.clone());
     }
     Some(g)
 }

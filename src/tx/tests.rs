@@ -1237,3 +1237,23 @@ SecRule REQUEST_URI|REQUEST_HEADERS "@rx /\.\./" "id:1,phase:2,deny,status:403,m
     assert_eq!(go("r5"), (None, 1));
     assert_eq!(go("r6%2F..%2Fx").0, Some(1), "a hit after a transformation only");
 }
+
+/// The values prepared for a group of rules (same targets and transformations) belong to
+/// one phase: phase 2 sees the body's arguments that phase 1 could not, and a ctl that
+/// removes a target is seen by the next rule of the same phase.
+#[test]
+fn prepared_groups_do_not_outlive_their_phase_or_a_ctl() {
+    let rs = rules(
+        r#"SecRuleEngine On
+SecRequestBodyAccess On
+SecRule ARGS "@contains evil" "id:1,phase:1,pass,nolog,t:lowercase"
+SecRule ARGS "@contains zzz" "id:2,phase:1,pass,nolog,t:lowercase"
+SecRule ARGS "@contains evil" "id:3,phase:2,deny,status:403,t:lowercase"
+SecRule ARGS "@contains worse" "id:4,phase:2,pass,nolog,t:lowercase,ctl:ruleRemoveTargetById=5;ARGS:b"
+SecRule ARGS "@contains worse" "id:5,phase:2,deny,status:403,t:lowercase"
+"#,
+    );
+    assert_eq!(blocked_by(&rs, "POST", "/?q=1", &[FORM], b"a=EVIL"), Some(3), "the body's arguments in phase 2");
+    assert_eq!(blocked_by(&rs, "POST", "/?q=1", &[FORM], b"b=worse"), None, "the target removed by the ctl");
+    assert_eq!(blocked_by(&rs, "POST", "/?q=1", &[FORM], b"c=worse"), Some(5));
+}
