@@ -33,6 +33,12 @@ pub struct Pairs {
 const CHUNK: usize = 4096;
 
 impl Pairs {
+    /// Becomes a copy of `other`, in its own allocations where they are large enough.
+    pub fn copy_from(&mut self, other: &Pairs) {
+        self.chunks.clone_from(&other.chunks);
+        self.spans.clone_from(&other.spans);
+    }
+
     pub fn len(&self) -> usize {
         self.spans.len()
     }

@@ -184,8 +184,14 @@ impl Replay {
         self.base.is_none() || (self.active && all & self.changed == 0)
     }
 
-    /// Follows no trace from now on.
+    /// The request of the trace this transaction follows (whether or not it still follows it).
+    pub fn trace_request(&self) -> Option<&Request> {
+        self.base.as_ref().map(|b| &b.req)
+    }
+
+    /// Follows no trace from now on (and takes nothing from it).
     pub fn off(&mut self) {
+        self.base = None;
         self.same = false;
         self.active = false;
     }

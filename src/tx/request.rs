@@ -345,6 +345,27 @@ impl Request {
         }
     }
 
+    /// Takes what `old` (an earlier request of the same rule set) made of the same JSON body
+    /// instead of parsing it again: the parse is a function of the body's bytes, the depth
+    /// and argument limits (the rule set's) and the room the query's arguments left. False,
+    /// and nothing changed, when that does not hold.
+    pub fn reuse_json(&mut self, old: &Request) -> bool {
+        let same = !self.body_processed
+            && old.body_processed
+            && old.reqbody_processor == b"JSON"
+            && self.args_post.is_empty()
+            && old.args_get.len() == self.args_get.len()
+            && old.body == self.body;
+        if same {
+            self.body_processed = true;
+            set_bytes(&mut self.reqbody_processor, b"JSON");
+            self.args_post.copy_from(&old.args_post);
+            self.reqbody_error = old.reqbody_error;
+            set_bytes(&mut self.reqbody_error_msg, &old.reqbody_error_msg);
+        }
+        same
+    }
+
     pub fn parse_body(&mut self, processor: Option<&str>, json_depth: usize, max_args: usize) {
         if self.body_processed {
             return;

@@ -1257,3 +1257,29 @@ SecRule ARGS "@contains worse" "id:5,phase:2,deny,status:403,t:lowercase"
     assert_eq!(blocked_by(&rs, "POST", "/?q=1", &[FORM], b"b=worse"), None, "the target removed by the ctl");
     assert_eq!(blocked_by(&rs, "POST", "/?q=1", &[FORM], b"c=worse"), Some(5));
 }
+
+/// A JSON body the last request had is not parsed again (its arguments and error are
+/// copied): the same verdicts for a repeated body, and a different body is parsed.
+#[test]
+fn a_repeated_json_body_gives_the_same_arguments_and_errors() {
+    let rs = rules(
+        r#"Include @recommended-conf
+SecRuleEngine On
+SecRule ARGS:json.user.name "@streq evil" "id:1,phase:2,deny,status:403"
+SecRule ARGS_NAMES "@streq json.a.b" "id:2,phase:2,deny,status:403"
+"#,
+    );
+    let go = |body: &[u8]| run(&rs, "POST", "/?q=1", &[JSON], body).0.map(|i| (i.status, i.rule_id.unwrap_or(0)));
+    for _ in 0..3 {
+        assert_eq!(go(br#"{"user":{"name":"evil"}}"#), Some((403, 1)));
+    }
+    for _ in 0..3 {
+        assert_eq!(go(br#"{"user":{"name":"good"}}"#), None);
+    }
+    for _ in 0..3 {
+        assert_eq!(go(br#"{"a":{"b":1}}"#), Some((403, 2)));
+    }
+    for _ in 0..3 {
+        assert_eq!(go(br#"{"user":"#), Some((400, 200002)), "the parse error again");
+    }
+}
