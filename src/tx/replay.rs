@@ -358,11 +358,14 @@ fn response_changed(now: &Request, at: &BodyAt, old: &Request, then_at: &BodyAt,
     if r != then_r || old.response_body.get(..then_r.len) != Some(&now.response_body[..]) {
         c |= inputs::RESP_BODY;
     }
-    let (new_h, old_h) = (&now.response_headers, &old.response_headers);
-    if new_h.len() != old_h.len() || new_h.iter().zip(old_h.iter()).any(|((n, _), (o, _))| n != o) {
-        return c | inputs::RESP_NAMES | inputs::RESP_HEADERS | keys.all_response();
+    let names_changed = |c: u64| c | inputs::RESP_NAMES | inputs::RESP_HEADERS | keys.all_response();
+    if now.response_headers.len() != old.response_headers.len() {
+        return names_changed(c);
     }
-    for ((name, value), (_, old_value)) in new_h.iter().zip(old_h.iter()) {
+    for ((name, value), (old_name, old_value)) in now.response_headers.iter().zip(old.response_headers.iter()) {
+        if name != old_name {
+            return names_changed(c);
+        }
         if value != old_value {
             c |= inputs::RESP_HEADERS | keys.find_response(name);
         }
