@@ -43,6 +43,16 @@ struct Spare {
     matched: eval::Matched,
 }
 
+/// Most spares of each kind kept (requests, caches, TX maps): about the transactions a
+/// worker has in flight at once (Envoy's callbacks of up to 64 interleave: with one spare
+/// each, the others allocated and freed theirs, +48 K instructions per CRS GET in Envoy at
+/// 64 connections). Linear memory never shrinks, so the pool holds what the peak of
+/// transactions in flight had taken anyway; the requests past the first few keep no
+/// buffer larger than [`SPARE_BUFFER_MAX`] (a 50 KB body's would be 64 KiB each).
+const SPARES_MAX: usize = 64;
+const SPARES_LARGE: usize = 4;
+const SPARE_BUFFER_MAX: usize = 4096;
+
 /// Most emptied TX entries kept, and the largest key and value capacities kept.
 const TX_FREE_MAX: usize = 256;
 const TX_FREE_KEY_MAX: usize = 256;
@@ -56,12 +66,12 @@ pub(crate) fn recycle_tx_entry(free: &mut Vec<(String, Vec<u8>)>, (k, v): (Strin
 }
 
 thread_local! {
-    static SPARE: std::cell::RefCell<Option<Spare>> = const { std::cell::RefCell::new(None) };
+    static SPARE: std::cell::RefCell<Vec<Spare>> = const { std::cell::RefCell::new(Vec::new()) };
     /// The emptied request of the last transaction that ended (see [`Request::recycle`]).
-    static SPARE_REQUEST: std::cell::RefCell<Option<Request>> = const { std::cell::RefCell::new(None) };
+    static SPARE_REQUEST: std::cell::RefCell<Vec<Request>> = const { std::cell::RefCell::new(Vec::new()) };
     /// Emptied memo tables of the request phases and of the response phases, each kept for the
     /// next transaction's same phases (see [`Transaction::end_request_phases`]).
-    static SPARE_CACHES: std::cell::RefCell<[Option<cache::Cache>; 2]> = const { std::cell::RefCell::new([None, None]) };
+    static SPARE_CACHES: std::cell::RefCell<[Vec<cache::Cache>; 2]> = const { std::cell::RefCell::new([Vec::new(), Vec::new()]) };
     /// The [`cache::Memo`]s of the last rule sets this thread ran (most recent last), shared
     /// by the transactions in flight.
     /// (Rule set uid, its memo).
@@ -71,10 +81,11 @@ thread_local! {
 /// Keeps `req`, emptied, for the next transaction (see [`SPARE_REQUEST`]), unless one is kept.
 pub(crate) fn recycle_request(mut req: Request) {
     let _ = SPARE_REQUEST.try_with(|s| {
-        if let Ok(mut slot) = s.try_borrow_mut() {
-            if slot.is_none() {
-                req.recycle();
-                *slot = Some(req);
+        if let Ok(mut pool) = s.try_borrow_mut() {
+            if pool.len() < SPARES_MAX {
+                // Bodies' buffers are kept by the first few only.
+                req.recycle(if pool.len() < SPARES_LARGE { request::RECYCLE_MAX } else { SPARE_BUFFER_MAX });
+                pool.push(req);
             }
         }
     });
@@ -114,7 +125,7 @@ const RESPONSE_SIDE: usize = 1;
 /// The spare cache of one side, or new tables sized for `rules` rules.
 fn spare_cache(side: usize, rules: usize) -> cache::Cache {
     SPARE_CACHES
-        .try_with(|s| s.try_borrow_mut().ok().and_then(|mut s| s.get_mut(side).and_then(Option::take)))
+        .try_with(|s| s.try_borrow_mut().ok().and_then(|mut s| s.get_mut(side).and_then(Vec::pop)))
         .ok()
         .flatten()
         .unwrap_or_else(|| cache::Cache::sized(rules))
@@ -128,8 +139,8 @@ fn keep_cache(side: usize, mut c: cache::Cache) {
     c.clear();
     let _ = SPARE_CACHES.try_with(|s| {
         if let Ok(mut s) = s.try_borrow_mut() {
-            if let Some(slot @ None) = s.get_mut(side) {
-                *slot = Some(c);
+            if let Some(pool) = s.get_mut(side).filter(|p| p.len() < SPARES_MAX) {
+                pool.push(c);
             }
         }
     });
@@ -138,7 +149,7 @@ fn keep_cache(side: usize, mut c: cache::Cache) {
 /// The TX map and scratch list for a rule set of `rules` rules (see [`Spare`]).
 fn spare(rules: usize) -> Spare {
     SPARE
-        .try_with(|s| s.try_borrow_mut().ok().and_then(|mut s| s.take()))
+        .try_with(|s| s.try_borrow_mut().ok().and_then(|mut s| s.pop()))
         .ok()
         .flatten()
         .unwrap_or_else(|| Spare {
@@ -180,9 +191,9 @@ impl Drop for Transaction {
         }
         spare.values.clear();
         let _ = SPARE.try_with(|s| {
-            if let Ok(mut slot) = s.try_borrow_mut() {
-                if slot.is_none() {
-                    *slot = Some(spare);
+            if let Ok(mut pool) = s.try_borrow_mut() {
+                if pool.len() < SPARES_MAX {
+                    pool.push(spare);
                 }
             }
         });
@@ -308,7 +319,7 @@ impl Transaction {
             request_body_access: s.request_body_access,
             rs: rs.clone(),
             unique_id,
-            req: SPARE_REQUEST.try_with(|s| s.try_borrow_mut().ok().and_then(|mut s| s.take())).ok().flatten().unwrap_or_default(),
+            req: SPARE_REQUEST.try_with(|s| s.try_borrow_mut().ok().and_then(|mut s| s.pop())).ok().flatten().unwrap_or_default(),
             tx: spare.tx,
             tx_free: spare.tx_free,
             body_processor: None,

@@ -101,11 +101,11 @@ fn set_bytes(buf: &mut Vec<u8>, bytes: &[u8]) {
 }
 
 /// Largest buffer a recycled request keeps (a body's buffer can be megabytes).
-const RECYCLE_MAX: usize = 64 * 1024;
+pub(crate) const RECYCLE_MAX: usize = 64 * 1024;
 
-/// Empties `v`, keeping its allocation unless it is larger than [`RECYCLE_MAX`] bytes.
-fn clear_kept<T>(v: &mut Vec<T>) {
-    if v.capacity().saturating_mul(std::mem::size_of::<T>()) > RECYCLE_MAX {
+/// Empties `v`, keeping its allocation unless it is larger than `keep` bytes.
+fn clear_kept<T>(v: &mut Vec<T>, keep: usize) {
+    if v.capacity().saturating_mul(std::mem::size_of::<T>()) > keep {
         *v = Vec::new();
     } else {
         v.clear();
@@ -181,9 +181,10 @@ impl Request {
     }
 
     /// Empties everything for the next transaction, keeping the buffers' allocations (up to
-    /// [`RECYCLE_MAX`] bytes each): a recycled request's URI, headers and arguments need no
-    /// allocation. Every field is named, so a new one cannot be forgotten here.
-    pub fn recycle(&mut self) {
+    /// `keep` bytes each, at most [`RECYCLE_MAX`]): a recycled request's URI, headers and
+    /// arguments need no allocation. Every field is named, so a new one cannot be forgotten here.
+    pub fn recycle(&mut self, keep: usize) {
+        let keep = keep.min(RECYCLE_MAX);
         let Request {
             client_ip,
             client_port,
@@ -238,7 +239,7 @@ impl Request {
         }
         let buffers = [server_name, method, uri_raw, uri, protocol, request_line, query_string, filename, basename, body, cookie_source];
         for buf in buffers.into_iter().chain([reqbody_error_msg, reqbody_processor, response_body, multipart_name, multipart_filename]) {
-            clear_kept(buf);
+            clear_kept(buf, keep);
         }
         for pairs in [headers, cookies, args_get, args_post, response_headers] {
             pairs.clear();

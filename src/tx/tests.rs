@@ -1283,3 +1283,37 @@ SecRule ARGS_NAMES "@streq json.a.b" "id:2,phase:2,deny,status:403"
         assert_eq!(go(br#"{"user":"#), Some((400, 200002)), "the parse error again");
     }
 }
+
+/// Transactions in flight at once (a proxy's concurrent requests) leave their emptied parts
+/// for the next ones, a bounded number of them, the requests past the first few without
+/// large buffers; the verdicts of transactions that reuse them are unchanged.
+#[test]
+fn spares_of_many_transactions_in_flight_are_bounded_and_reused() {
+    let rs = rules(
+        r#"SecRuleEngine On
+SecRequestBodyAccess On
+SecRule ARGS "@contains evil" "id:1,phase:2,deny,status:403,t:lowercase"
+"#,
+    );
+    let big = vec![b'a'; 20_000];
+    let mut in_flight = Vec::new();
+    for i in 0..SPARES_MAX + 20 {
+        let mut tx = Transaction::new(rs.clone(), format!("t-{i}"));
+        tx.process_uri("/?q=fine", "POST", "HTTP/1.1");
+        tx.add_request_header(b"content-type", b"application/x-www-form-urlencoded");
+        let _ = tx.append_request_body(&big);
+        assert_eq!(tx.process_request_body(), None);
+        in_flight.push(tx);
+    }
+    drop(in_flight);
+    let requests = SPARE_REQUEST.with(|p| p.borrow().iter().map(|r| r.body.capacity()).collect::<Vec<_>>());
+    assert_eq!(requests.len(), SPARES_MAX, "kept up to the bound");
+    assert!(requests.iter().skip(SPARES_LARGE).all(|&c| c <= SPARE_BUFFER_MAX), "large buffers only in the first few: {requests:?}");
+    assert_eq!(SPARE.with(|p| p.borrow().len()), SPARES_MAX);
+    // Reused by as many transactions again, with the same verdicts.
+    for i in 0..SPARES_MAX + 5 {
+        let uri = if i % 2 == 0 { "/?q=EVIL" } else { "/?q=fine" };
+        let (verdict, _) = run(&rs, "GET", uri, &[], b"");
+        assert_eq!(verdict.map(|v| v.rule_id), (i % 2 == 0).then_some(Some(1)), "request {i}");
+    }
+}
