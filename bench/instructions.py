@@ -70,8 +70,8 @@ def wait_ready(port, proc, limit):
     sys.exit(f"Envoy not ready after {limit} s")
 
 
-def load(url, n, headers, body):
-    args = ["oha", "-n", str(n), "-c", "1", "--no-tui", "--output-format", "json"]
+def load(url, n, headers, body, connections=1):
+    args = ["oha", "-n", str(n), "-c", str(connections), "--no-tui", "--output-format", "json"]
     for h in headers:
         args += ["-H", h]
     if body is not None:
@@ -118,6 +118,7 @@ def main():
     ap.add_argument("--config", help="the plugin configuration (JSON file)")
     ap.add_argument("--shape", choices=["get", "post1k"], default="get")
     ap.add_argument("-n", type=int, default=1000, help="requests counted")
+    ap.add_argument("-c", type=int, default=1, help="connections (requests in flight at once)")
     ap.add_argument("--port-base", type=int, default=int(os.environ.get("PORT_BASE", "29180")))
     a = ap.parse_args()
     env = find_envoy()
@@ -151,7 +152,7 @@ def main():
             url = f"http://127.0.0.1:{port}{path}"
             load(url, 50, headers, body)
             subprocess.run(["callgrind_control", "-i", "on", str(vg.pid)], capture_output=True, check=True)
-            load(url, a.n, headers, body)
+            load(url, a.n, headers, body, a.c)
             vg.send_signal(signal.SIGINT)
             vg.wait(timeout=300)
         finally:
@@ -164,7 +165,7 @@ def main():
             sys.exit("no counts: " + open(os.path.join(d, "valgrind.log")).read()[-800:] + " files: " + " ".join(os.listdir(d)))
     total = sum(parts.values())
     line = "  ".join(f"{k} {v / a.n / 1000:.1f}" for k, v in sorted(parts.items(), key=lambda kv: -kv[1]))
-    print(f"{a.wasm} {a.config or ''} {a.shape}: {total / a.n / 1000:.1f} K instructions per request ({line})")
+    print(f"{a.wasm} {a.config or ''} {a.shape} -c {a.c}: {total / a.n / 1000:.1f} K instructions per request ({line})")
 
 
 if __name__ == "__main__":

@@ -18,11 +18,12 @@ fn usage() -> ExitCode {
   wafer check-rules FILE.conf
   wafer eval CONFIG.json METHOD URI [Header: value]... [--body FILE] [--response FILE]
                                     (--response: also phases 3-5 for a 200 text/html with that body)
-  wafer time CONFIG.json N METHOD URI [Header: value]... [--body FILE] [--response FILE] [--evict] [--vary] [--request-id]
+  wafer time CONFIG.json N METHOD URI [Header: value]... [--body FILE] [--response FILE] [--evict] [--vary] [--request-id] [--inflight K]
                                     mean time per request (--evict: other code run between requests, as in a busy proxy;
                                     --vary: every request's query and cookie values new, as make bench's GET with new values,
                                     and with --body a new first JSON string value in each body;
-                                    --request-id: a new x-request-id header in each request, as Envoy adds)
+                                    --request-id: a new x-request-id header in each request, as Envoy adds;
+                                    --inflight K: each response phase runs after K later requests, as with K in flight)
   wafer profile CONFIG.json N METHOD URI [Header: value]... [--body FILE] [--response FILE] [--top K] [--request-id]  per-rule time, memoization, rewrite candidates
   wafer crs-test --native [--tests DIR] [--filter REGEX] [-v]
   wafer crs-requests [--tests DIR]      JSON lines {{id, raw (base64)}} of every CRS test stage
@@ -88,12 +89,26 @@ fn time_eval(args: &[String]) -> Result<(), String> {
     let evicting = args.iter().any(|a| a == "--evict");
     let varying = args.iter().any(|a| a == "--vary");
     let request_ids = args.iter().any(|a| a == "--request-id");
+    let inflight = match args.iter().position(|a| a == "--inflight") {
+        Some(p) => args.get(p + 1).and_then(|k| k.parse::<usize>().ok()).ok_or("--inflight needs a number")?,
+        None => 0,
+    };
     let mut rest = vec![args[0].clone()];
-    rest.extend(args[2..].iter().filter(|a| *a != "--evict" && *a != "--vary" && *a != "--request-id").cloned());
+    let mut it = args[2..].iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--evict" | "--vary" | "--request-id" => {}
+            "--inflight" => {
+                it.next();
+            }
+            _ => rest.push(a.clone()),
+        }
+    }
     // The requests are parsed (and their bodies read) before the clock starts: the loops time
     // the transactions only.
     let req = Req::parse(&rest)?;
     run_req(&req, false, None)?; // compile and warm up outside the timed loop
+    INFLIGHT.with(|c| c.set(inflight));
     let per = |el: std::time::Duration| el.as_secs_f64() * 1e6 / f64::from(n);
     if varying || request_ids {
         let mut all: Vec<(std::rc::Rc<Req>, Option<(String, String)>)> = Vec::with_capacity(n as usize);
@@ -287,6 +302,12 @@ fn run_req(req: &Req, print: bool, profile: Option<&mut Profile>) -> Result<(), 
     run_req_with(req, None, print, profile)
 }
 
+thread_local! {
+    /// `wafer time --inflight K`: how many transactions wait for their response.
+    static INFLIGHT: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    static INFLIGHT_TX: std::cell::RefCell<std::collections::VecDeque<(Transaction, Vec<u8>)>> = Default::default();
+}
+
 /// Runs `req` with one more header after its own (`x-request-id`).
 fn run_req_with(req: &Req, extra: Option<&(String, String)>, print: bool, profile: Option<&mut Profile>) -> Result<(), String> {
     static WAF: std::sync::OnceLock<Result<Waf, String>> = std::sync::OnceLock::new();
@@ -315,6 +336,23 @@ fn run_req_with(req: &Req, extra: Option<&(String, String)>, print: bool, profil
         }
         if verdict.is_none() {
             verdict = tx.process_request_body();
+        }
+    }
+    // With `--inflight K`, the response waits while K later requests arrive, as in a proxy
+    // with K requests in flight.
+    if let (None, Some(resp), false, true) = (&verdict, response, print, profile.is_none()) {
+        let k = INFLIGHT.with(std::cell::Cell::get);
+        if k > 0 {
+            let mut due = INFLIGHT_TX.with(|q| {
+                let mut q = q.borrow_mut();
+                q.push_back((tx, resp.clone()));
+                if q.len() > k { q.pop_front() } else { None }
+            });
+            if let Some((tx, resp)) = &mut due {
+                let _ = respond(tx, resp);
+                tx.process_logging();
+            }
+            return Ok(());
         }
     }
     if let (None, Some(resp)) = (&verdict, response) {
