@@ -201,7 +201,8 @@ fn of_target(t: &Target, later: bool, keys: &mut Keys) -> u64 {
         // Left by the rules before this one: the same when they did the same.
         Tx | HighestSeverity | Rule => 0,
         RequestUri | RequestUriRaw | RequestFilename | RequestBasename | RequestMethod | RequestProtocol | RequestLine | QueryString | ArgsGet | ArgsGetNames | PathInfo => LINE,
-        Args | ArgsNames | ArgsCombinedSize => LINE | BODY,
+        // URLENCODED_ERROR: an invalid escape in the query or in a urlencoded body.
+        Args | ArgsNames | ArgsCombinedSize | UrlencodedError => LINE | BODY,
         RequestCookies | RequestCookiesNames => COOKIES,
         RequestHeaders if t.count => NAMES,
         RequestHeaders => match &t.sel {
@@ -213,7 +214,7 @@ fn of_target(t: &Target, later: bool, keys: &mut Keys) -> u64 {
         | FilesNames | FilesSizes | FilesCombinedSize | FilesTmpNames | FilesTmpContent | MultipartPartHeaders | MultipartFilename | MultipartName | MultipartBoundaryQuoted
         | MultipartBoundaryWhitespace | MultipartCrlfLfLines | MultipartDataAfter | MultipartDataBefore | MultipartFileLimitExceeded | MultipartHeaderFolding
         | MultipartInvalidHeaderFolding | MultipartInvalidPart | MultipartInvalidQuoting | MultipartLfLine | MultipartMissingSemicolon | MultipartSemicolonMissing
-        | MultipartStrictError | MultipartUnmatchedBoundary | UrlencodedError | InboundDataError => BODY,
+        | MultipartStrictError | MultipartUnmatchedBoundary | InboundDataError => BODY,
         RemoteAddr | RemoteHost | ServerAddr => ADDR,
         RemotePort | ServerPort => PORT,
         // From the `Host` header; `Authorization`.

@@ -1317,3 +1317,31 @@ SecRule ARGS "@contains evil" "id:1,phase:2,deny,status:403,t:lowercase"
         assert_eq!(verdict.map(|v| v.rule_id), (i % 2 == 0).then_some(Some(1)), "request {i}");
     }
 }
+
+/// A query string the last request had is not parsed again (its arguments and its invalid
+/// escape are copied): the same verdicts for a repeated query, and a different one is parsed.
+#[test]
+fn a_repeated_query_gives_the_same_arguments_and_errors() {
+    let rs = rules(
+        r#"SecRuleEngine On
+SecRule ARGS:q "@streq evil" "id:1,phase:1,deny,status:403"
+SecRule URLENCODED_ERROR "@eq 1" "id:2,phase:1,deny,status:400"
+SecRule ARGS_NAMES "@streq bad" "id:3,phase:1,deny,status:403"
+SecRule &ARGS "@gt 2" "id:4,phase:1,deny,status:403"
+"#,
+    );
+    let go = |uri: &str| run(&rs, "GET", uri, &[], b"").0.map(|i| (i.status, i.rule_id.unwrap_or(0)));
+    for _ in 0..3 {
+        assert_eq!(go("/?q=evil&x=1"), Some((403, 1)));
+        assert_eq!(go("/?q=evil&x=1"), Some((403, 1)), "repeated");
+        assert_eq!(go("/?q=fine&x=1"), None);
+        assert_eq!(go("/?q=fine&x=1"), None, "repeated");
+        assert_eq!(go("/?q=fine&x=%zz"), Some((400, 2)));
+        assert_eq!(go("/?q=fine&x=%zz"), Some((400, 2)), "repeated: the invalid escape is kept");
+        assert_eq!(go("/?q=fine&bad=1"), Some((403, 3)));
+        assert_eq!(go("/?q=fine&bad=1"), Some((403, 3)), "repeated");
+        assert_eq!(go("/?a=1&b=2&c=3"), Some((403, 4)));
+        assert_eq!(go("/?a=1&b=2&c=3"), Some((403, 4)), "repeated: all the arguments");
+        assert_eq!(go("/?a=1&b=2"), None);
+    }
+}
