@@ -405,7 +405,9 @@ impl Transaction {
     /// `protocol` like `HTTP/1.1`.
     pub fn process_uri(&mut self, uri: &str, method: &str, protocol: &str) {
         let parse_args = self.rs.mentions.args;
-        self.req.set_uri(uri, method, protocol, self.rs.settings.arguments_limit, parse_args);
+        // The last request's arguments of the same query, copied (not when profiling).
+        let old = self.replay.trace_request().filter(|_| self.profile.is_none());
+        self.req.set_uri(uri, method, protocol, self.rs.settings.arguments_limit, parse_args, old);
     }
 
     pub fn add_request_header(&mut self, name: &[u8], value: &[u8]) {

@@ -31,6 +31,8 @@ pub(crate) struct Request {
     pub args_get: Pairs,
     pub args_post: Pairs,
     pub urlencoded_error: bool,
+    /// The query string had an invalid `%` escape (its part of `urlencoded_error`).
+    pub query_invalid: bool,
     pub body: Vec<u8>,
     pub body_processed: bool,
     pub inbound_data_error: bool,
@@ -126,7 +128,9 @@ impl Request {
     }
 
     /// `parse_args`: split the query string into ARGS_GET (skipped when no rule reads them).
-    pub fn set_uri(&mut self, uri: &str, method: &str, protocol: &str, max_args: usize, parse_args: bool) {
+    /// `old`: an earlier request of the same rule set, whose query arguments are taken when
+    /// its query string is the same (the parse is a function of the query and `max_args`).
+    pub fn set_uri(&mut self, uri: &str, method: &str, protocol: &str, max_args: usize, parse_args: bool, old: Option<&Request>) {
         let raw = uri.as_bytes();
         set_bytes(&mut self.uri_raw, raw);
         set_bytes(&mut self.method, method.as_bytes());
@@ -174,9 +178,17 @@ impl Request {
             }
         }
         if parse_args && !self.query_string.is_empty() {
-            let opts = urlencoded::UrlencodedOptions { max_args, ..Default::default() };
-            let report = urlencoded::parse_with(&self.query_string, &opts, &mut self.args_get);
-            self.urlencoded_error |= report.invalid_encoding;
+            match old.filter(|o| o.query_string == self.query_string && self.args_get.is_empty()) {
+                Some(old) => {
+                    self.args_get.copy_from(&old.args_get);
+                    self.query_invalid = old.query_invalid;
+                }
+                None => {
+                    let opts = urlencoded::UrlencodedOptions { max_args, ..Default::default() };
+                    self.query_invalid = urlencoded::parse_with(&self.query_string, &opts, &mut self.args_get).invalid_encoding;
+                }
+            }
+            self.urlencoded_error |= self.query_invalid;
         }
     }
 
@@ -205,6 +217,7 @@ impl Request {
             args_get,
             args_post,
             urlencoded_error,
+            query_invalid,
             body,
             body_processed,
             inbound_data_error,
@@ -234,7 +247,7 @@ impl Request {
         response_protocol.clear();
         response_content_type.clear();
         (*client_port, *server_port, *response_status, *files_combined_size, *multipart_unmatched_boundary) = (0, 0, 0, 0, 0);
-        for flag in [urlencoded_error, body_processed, inbound_data_error, reqbody_error, response_body_seen, outbound_data_error] {
+        for flag in [urlencoded_error, query_invalid, body_processed, inbound_data_error, reqbody_error, response_body_seen, outbound_data_error] {
             *flag = false;
         }
         let buffers = [server_name, method, uri_raw, uri, protocol, request_line, query_string, filename, basename, body, cookie_source];
@@ -459,7 +472,7 @@ mod tests {
     #[test]
     fn uri_variables_follow_modsecurity() {
         let mut r = Request::default();
-        r.set_uri("/a%20b/c.php?x=1%27&y", "GET", "HTTP/1.1", 100, true);
+        r.set_uri("/a%20b/c.php?x=1%27&y", "GET", "HTTP/1.1", 100, true, None);
         assert_eq!(r.uri, b"/a b/c.php?x=1'&y");
         assert_eq!(r.filename, b"/a b/c.php");
         assert_eq!(r.basename, b"c.php");
@@ -467,14 +480,34 @@ mod tests {
         assert_eq!(r.request_line, b"GET /a%20b/c.php?x=1%27&y HTTP/1.1");
         assert_eq!(r.args_get.to_vec(), vec![(b"x".to_vec(), b"1'".to_vec()), (b"y".to_vec(), Vec::new())]);
         let mut r = Request::default();
-        r.set_uri("http://example.com/p?q", "GET", "HTTP/1.1", 100, true);
+        r.set_uri("http://example.com/p?q", "GET", "HTTP/1.1", 100, true, None);
         assert_eq!(r.uri, b"/p?q");
+    }
+
+    #[test]
+    fn an_earlier_requests_arguments_of_the_same_query_are_taken() {
+        let mut old = Request::default();
+        old.set_uri("/a?x=%zz&y=1+2", "GET", "HTTP/1.1", 100, true, None);
+        assert!(old.urlencoded_error);
+        // The same query: its arguments and its invalid escape, as a parse would give.
+        let mut r = Request::default();
+        r.set_uri("/b?x=%zz&y=1+2", "POST", "HTTP/1.1", 100, true, Some(&old));
+        assert_eq!(r.args_get.to_vec(), old.args_get.to_vec());
+        assert!(r.urlencoded_error && r.query_invalid);
+        // Another query is parsed.
+        let mut r = Request::default();
+        r.set_uri("/a?x=1", "GET", "HTTP/1.1", 100, true, Some(&old));
+        assert_eq!(r.args_get.to_vec(), vec![(b"x".to_vec(), b"1".to_vec())]);
+        assert!(!r.urlencoded_error && !r.query_invalid);
+        // A recycled request starts clean.
+        old.recycle(RECYCLE_MAX);
+        assert!(!old.urlencoded_error && !old.query_invalid && old.args_get.is_empty());
     }
 
     #[test]
     fn fragment_is_only_in_the_raw_uri() {
         let mut r = Request::default();
-        r.set_uri("/get/a.html?I=Like&Apples=Today#tag", "GET", "HTTP/1.1", 100, true);
+        r.set_uri("/get/a.html?I=Like&Apples=Today#tag", "GET", "HTTP/1.1", 100, true, None);
         assert_eq!(r.filename, b"/get/a.html");
         assert_eq!(r.query_string, b"I=Like&Apples=Today");
         assert_eq!(r.args_get.to_vec().last(), Some(&(b"Apples".to_vec(), b"Today".to_vec())));
