@@ -2,15 +2,16 @@
 """Instructions per request in Envoy itself, deterministic: Envoy (and its V8, and wafer's
 compiled wasm) under valgrind's callgrind, counting only while N requests are served.
 
-    python3 bench/instructions.py --wasm target/wafer.wasm --config CONFIG.json [--shape get|post1k] [-n 1000]
+    python3 bench/instructions.py --wasm target/wafer.wasm --config CONFIG.json [--shape get|post1k] [-n 1000] [-c 1]
     python3 bench/instructions.py --wasm none            # vanilla Envoy
 
 CPU time on a shared machine moves by +-20% between runs; instruction counts do not (a few
 tenths of a percent), so small changes can be judged in the real proxy. Envoy starts under
 callgrind with instrumentation off (V8 compiling the module is not counted), serves 50
 requests, then counts N requests of one shape (the browser-like GET of PEERS_DIR, with a new
-`x-request-id` each as Envoy adds, or its 1 KB JSON POST), sent one at a time on one
-keep-alive connection by oha. Every response must be the upstream's 200. The upstream is a
+`x-request-id` each as Envoy adds, or its 1 KB JSON POST), sent by oha one at a time on one
+keep-alive connection, or with `-c N` on N connections at once (`make bench` uses 64: the
+transactions in flight then overlap, as in a busy proxy). Every response must be the upstream's 200. The upstream is a
 second Envoy (not counted) answering a 180-byte `text/html` page, like `make bench`'s origin.
 Prints instructions per request: in Envoy's binary (which includes V8 and its builtins), in
 code without a file (the module's code compiled by V8), in libc, and in total.
