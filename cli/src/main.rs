@@ -18,12 +18,13 @@ fn usage() -> ExitCode {
   wafer check-rules FILE.conf
   wafer eval CONFIG.json METHOD URI [Header: value]... [--body FILE] [--response FILE]
                                     (--response: also phases 3-5 for a 200 text/html with that body)
-  wafer time CONFIG.json N METHOD URI [Header: value]... [--body FILE] [--response FILE] [--evict] [--vary] [--request-id] [--inflight K]
+  wafer time CONFIG.json N METHOD URI [Header: value]... [--body FILE] [--response FILE] [--evict] [--vary] [--request-id] [--inflight K] [--latencies]
                                     mean time per request (--evict: other code run between requests, as in a busy proxy;
                                     --vary: every request's query and cookie values new, as make bench's GET with new values,
                                     and with --body a new first JSON string value in each body;
                                     --request-id: a new x-request-id header in each request, as Envoy adds;
-                                    --inflight K: each response phase runs after K later requests, as with K in flight)
+                                    --inflight K: each response phase runs after K later requests, as with K in flight;
+                                    --latencies: with --vary or --request-id, percentiles of the requests' times and the slow ones)
   wafer profile CONFIG.json N METHOD URI [Header: value]... [--body FILE] [--response FILE] [--top K] [--request-id]  per-rule time, memoization, rewrite candidates
   wafer crs-test --native [--tests DIR] [--filter REGEX] [-v]
   wafer crs-requests [--tests DIR]      JSON lines {{id, raw (base64)}} of every CRS test stage
@@ -89,6 +90,7 @@ fn time_eval(args: &[String]) -> Result<(), String> {
     let evicting = args.iter().any(|a| a == "--evict");
     let varying = args.iter().any(|a| a == "--vary");
     let request_ids = args.iter().any(|a| a == "--request-id");
+    let latencies = args.iter().any(|a| a == "--latencies");
     let inflight = match args.iter().position(|a| a == "--inflight") {
         Some(p) => args.get(p + 1).and_then(|k| k.parse::<usize>().ok()).ok_or("--inflight needs a number")?,
         None => 0,
@@ -97,7 +99,7 @@ fn time_eval(args: &[String]) -> Result<(), String> {
     let mut it = args[2..].iter();
     while let Some(a) = it.next() {
         match a.as_str() {
-            "--evict" | "--vary" | "--request-id" => {}
+            "--evict" | "--vary" | "--request-id" | "--latencies" => {}
             "--inflight" => {
                 it.next();
             }
@@ -124,8 +126,21 @@ fn time_eval(args: &[String]) -> Result<(), String> {
             all.push((r, request_ids.then(|| request_id(i as usize))));
         }
         let start = std::time::Instant::now();
-        all.iter().try_for_each(|(r, id)| run_req_with(r, id.as_ref(), false, None))?;
+        let mut each = Vec::with_capacity(all.len());
+        for (r, id) in &all {
+            let t0 = std::time::Instant::now();
+            run_req_with(r, id.as_ref(), false, None)?;
+            each.push(t0.elapsed());
+        }
         let el = start.elapsed();
+        if latencies {
+            let mut sorted = each.clone();
+            sorted.sort();
+            let at = |q: f64| sorted.get(((sorted.len() as f64 - 1.0) * q) as usize).map_or(0.0, |d| d.as_secs_f64() * 1e6);
+            println!("p50 {:.1} p90 {:.1} p99 {:.1} p99.9 {:.1} max {:.1} us", at(0.5), at(0.9), at(0.99), at(0.999), at(1.0));
+            let slow: Vec<usize> = each.iter().enumerate().filter(|(_, d)| d.as_secs_f64() * 1e6 > 3.0 * at(0.5)).map(|(i, _)| i).collect();
+            println!("slow (> 3x p50): {} requests, first (index, us): {:?}", slow.len(), slow.iter().take(40).map(|&i| (i, each.get(i).map_or(0, |d| d.as_micros()))).collect::<Vec<_>>());
+        }
         let what = if varying { "with new values" } else { "with a new x-request-id each" };
         println!("{n} requests {what}, {:.1} us each", per(el));
         return Ok(());
