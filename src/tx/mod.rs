@@ -66,11 +66,14 @@ pub(crate) fn recycle_tx_entry(free: &mut Vec<(String, Vec<u8>)>, (k, v): (Strin
 }
 
 thread_local! {
+    /// The TX maps and scratch lists of transactions that ended (up to [`SPARES_MAX`]).
     static SPARE: std::cell::RefCell<Vec<Spare>> = const { std::cell::RefCell::new(Vec::new()) };
-    /// The emptied request of the last transaction that ended (see [`Request::recycle`]).
+    /// The emptied requests of transactions that ended (see [`Request::recycle`]; up to
+    /// [`SPARES_MAX`]).
     static SPARE_REQUEST: std::cell::RefCell<Vec<Request>> = const { std::cell::RefCell::new(Vec::new()) };
     /// Emptied memo tables of the request phases and of the response phases, each kept for the
-    /// next transaction's same phases (see [`Transaction::end_request_phases`]).
+    /// next transactions' same phases (see [`Transaction::end_request_phases`]; up to
+    /// [`SPARES_MAX`] per side).
     static SPARE_CACHES: std::cell::RefCell<[Vec<cache::Cache>; 2]> = const { std::cell::RefCell::new([Vec::new(), Vec::new()]) };
     /// The [`cache::Memo`]s of the last rule sets this thread ran (most recent last), shared
     /// by the transactions in flight.
@@ -78,7 +81,7 @@ thread_local! {
     static MEMOS: std::cell::RefCell<Vec<(u64, SharedMemo)>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// Keeps `req`, emptied, for the next transaction (see [`SPARE_REQUEST`]), unless one is kept.
+/// Keeps `req`, emptied, for a next transaction (see [`SPARE_REQUEST`]), unless the pool is full.
 pub(crate) fn recycle_request(mut req: Request) {
     let _ = SPARE_REQUEST.try_with(|s| {
         if let Ok(mut pool) = s.try_borrow_mut() {
@@ -131,7 +134,7 @@ fn spare_cache(side: usize, rules: usize) -> cache::Cache {
         .unwrap_or_else(|| cache::Cache::sized(rules))
 }
 
-/// Keeps `c`, emptied, as the spare of its side (unless one is kept or `c` grew too large).
+/// Keeps `c`, emptied, as a spare of its side (unless the pool is full or `c` grew too large).
 fn keep_cache(side: usize, mut c: cache::Cache) {
     if !c.keepable() {
         return;
