@@ -1591,17 +1591,17 @@ pub(crate) fn run_phase(t: &mut Transaction, rs: &Ruleset, phase: u8) -> Option<
 /// Whether the first link of `rule` has a hit on one of the request header values at
 /// positions `at` (through its `REQUEST_HEADERS` targets; runtime target removals are not
 /// applied, so a removed value may answer true: the rule is then evaluated as usual).
-fn header_hits(t: &Transaction, rule: &Rule, at: &[usize]) -> bool {
+fn header_hits(t: &Transaction, rule: &Rule, at: &[(usize, Option<[u64; 4]>)]) -> bool {
     let ctx = Ctx::new(t, Some(rule));
     let mut caps = Captures::default();
-    at.iter().any(|&i| {
+    at.iter().any(|&(i, bytes)| {
         let Some((name, value)) = t.req.headers.get(i) else { return true };
         let selected = rule.targets.iter().any(|tg| tg.var == Var::RequestHeaders && !tg.count && tg.sel.matches(name) && !tg.excluded(name));
         selected
             && if rule.multi_match {
                 multi_hits(t, rule, &ctx, Val::B(value), true, &mut caps, |_, _| true)
             } else {
-                stable_hit(t, rule, &ctx, Val::B(value), &mut caps).1
+                stable_hit_with(t, rule, &ctx, Val::B(value), bytes, &mut caps).1
             }
     })
 }
@@ -1631,6 +1631,11 @@ fn multi_hits<'a>(t: &Transaction, link: &Rule, ctx: &Ctx<'_>, value: Val<'a>, s
 /// operator saw, and whether it is a hit (the prefilter decides when it can).
 fn stable_hit<'a>(t: &Transaction, link: &Rule, ctx: &Ctx<'_>, cur: Val<'a>, caps: &mut Captures) -> (Val<'a>, bool) {
     let bytes = (cur.bytes().len() <= 512).then(|| byte_set(cur.bytes()));
+    stable_hit_with(t, link, ctx, cur, bytes, caps)
+}
+
+/// [`stable_hit`] with the value's byte set known (`None` when over 512 bytes).
+fn stable_hit_with<'a>(t: &Transaction, link: &Rule, ctx: &Ctx<'_>, cur: Val<'a>, bytes: Option<[u64; 4]>, caps: &mut Captures) -> (Val<'a>, bool) {
     if bytes.is_some_and(|b| untouched(&b, &link.chain_trigger)) {
         let hit = op_matches(t, link, ctx, &cur, true, caps, true);
         return (cur, hit);

@@ -125,8 +125,9 @@ pub(crate) struct Replay {
     /// Rules passed without being evaluated (see [`Replay::scan`], [`Replay::by_values`]).
     pub passed: u64,
     /// The positions of the request headers whose values changed (names unchanged), when
-    /// they are few (see [`Replay::by_values`]).
-    headers: Vec<usize>,
+    /// they are few (see [`Replay::by_values`]), each with its value's byte set (values up to
+    /// 512 bytes: computed once here, not by each rule tested on the value).
+    headers: Vec<(usize, Option<[u64; 4]>)>,
     /// More header values changed than `headers` keeps, or the names changed.
     many: bool,
     /// The phase that follows the last one completed (the trace's state at the start of a
@@ -172,6 +173,11 @@ impl Replay {
         self.headers.clear();
         self.changed = changed(req, &now, base, p, keys, &mut self.headers);
         self.many = self.headers.len() > HEADERS_MAX || (self.changed & inputs::NAMES != 0);
+        if !self.many {
+            for (i, set) in &mut self.headers {
+                *set = req.headers.get(*i).and_then(|(_, v)| (v.len() <= 512).then(|| crate::tx::cache::byte_set(v)));
+            }
+        }
         self.active = true;
     }
 
@@ -231,7 +237,7 @@ impl Replay {
     /// what it reads only header values changed, and they reach it as values of its
     /// `REQUEST_HEADERS` targets (each value tested on its own: the unchanged ones, which
     /// had no hits, have none again).
-    pub fn by_values(&self, n: u32, i: &inputs::Inputs) -> Option<&[usize]> {
+    pub fn by_values(&self, n: u32, i: &inputs::Inputs) -> Option<&[(usize, Option<[u64; 4]>)]> {
         let c = i.head & self.changed;
         let ok = self.active && i.by_value && !self.many && c & !inputs::HEADER_VALUES == 0 && self.base.as_ref().is_some_and(|b| !bit(&b.hits, n));
         ok.then_some(&self.headers[..])
@@ -309,7 +315,7 @@ fn bit(words: &[u64], n: u32) -> bool {
 /// trace's in phase index `p`. In phases 1 and 2 the response is taken as changed (there is
 /// none yet; the trace's is complete).
 /// `headers`: the positions of the request header values that differ (names the same).
-fn changed(now: &Request, at: &BodyAt, then: &Trace, p: usize, keys: &Keys, headers: &mut Vec<usize>) -> u64 {
+fn changed(now: &Request, at: &BodyAt, then: &Trace, p: usize, keys: &Keys, headers: &mut Vec<(usize, Option<[u64; 4]>)>) -> u64 {
     let old = &then.req;
     let mut c = inputs::VOLATILE;
     if now.method != old.method || now.uri_raw != old.uri_raw || now.protocol != old.protocol {
@@ -337,7 +343,7 @@ fn changed(now: &Request, at: &BodyAt, then: &Trace, p: usize, keys: &Keys, head
             return c | inputs::NAMES | inputs::HEADERS | inputs::BODY | keys.all();
         }
         if value != old_value {
-            headers.push(i);
+            headers.push((i, None));
             c |= inputs::HEADERS | keys.find(name);
             if name.eq_ignore_ascii_case(b"content-type") {
                 c |= inputs::BODY;
