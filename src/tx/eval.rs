@@ -1477,6 +1477,15 @@ pub(crate) fn run_phase(t: &mut Transaction, rs: &Ruleset, phase: u8) -> Option<
                 continue;
             }
         }
+        // A paranoia-level check that held in the trace holds again: it reads only TX, the
+        // trace's at this point (see `replay`); its skip, without reading TX.
+        if let (0, None, Some(Quick::TxSkip { .. }), Entry::Rule(rule)) = (skip, &t.profile, quick.get(i), entry) {
+            if t.replay.traced_hit(rule.index) {
+                t.replay.record(rule.index, 0, true);
+                (i, skip) = skip_from(rs, pidx, i, rule, list.len());
+                continue;
+            }
+        }
         // From the rule's quick record first: most rules are passed without reading them.
         // (Not when profiling: the profile times each rule's whole evaluation.)
         if skip == 0 && t.profile.is_none() && quick.get(i).is_some_and(|q| cannot_match(t, rs, q)) {
