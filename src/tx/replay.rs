@@ -262,14 +262,14 @@ impl Replay {
         self.effects.push((n, e));
     }
 
-    /// Rule `n` was evaluated: its first link had `hits` or not; `inputs`: what the whole
-    /// rule reads when it has hits.
     /// Whether rule `n` had hits in the trace while this transaction follows it (the state
     /// before the rule is then the trace's: a rule reading only that state hits again).
     pub fn traced_hit(&self, n: u32) -> bool {
         self.active && self.base.as_ref().is_some_and(|b| bit(&b.hits, n))
     }
 
+    /// Rule `n` was evaluated: its first link had `hits` or not; `inputs`: what the whole
+    /// rule reads when it has hits.
     pub fn record(&mut self, n: u32, inputs: u64, hits: bool) {
         if hits {
             if let Some(w) = self.hits.get_mut(n as usize / 64) {
