@@ -1600,7 +1600,7 @@ pub(crate) fn run_phase(t: &mut Transaction, rs: &Ruleset, phase: u8) -> Option<
 /// Whether the first link of `rule` has a hit on one of the request header values at
 /// positions `at` (through its `REQUEST_HEADERS` targets; runtime target removals are not
 /// applied, so a removed value may answer true: the rule is then evaluated as usual).
-fn header_hits(t: &Transaction, rule: &Rule, at: &[(usize, Option<[u64; 4]>)]) -> bool {
+fn header_hits(t: &Transaction, rule: &Rule, at: &[super::replay::ChangedHeader]) -> bool {
     let ctx = Ctx::new(t, Some(rule));
     let mut caps = Captures::default();
     at.iter().any(|&(i, bytes)| {

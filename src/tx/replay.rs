@@ -127,7 +127,7 @@ pub(crate) struct Replay {
     /// The positions of the request headers whose values changed (names unchanged), when
     /// they are few (see [`Replay::by_values`]), each with its value's byte set (values up to
     /// 512 bytes: computed once here, not by each rule tested on the value).
-    headers: Vec<(usize, Option<[u64; 4]>)>,
+    headers: Vec<ChangedHeader>,
     /// More header values changed than `headers` keeps, or the names changed.
     many: bool,
     /// The phase that follows the last one completed (the trace's state at the start of a
@@ -146,6 +146,10 @@ pub(crate) struct Replay {
 
 /// Most changed header values a rule is tested on alone (see [`Replay::by_values`]).
 const HEADERS_MAX: usize = 8;
+
+/// A request header whose value changed: its position, and its value's byte set (values up
+/// to 512 bytes; see `cache::byte_set`).
+pub(crate) type ChangedHeader = (usize, Option<[u64; 4]>);
 
 impl Replay {
     /// Following `base` (the last transaction's trace), for a rule set of `rules` rules.
@@ -237,7 +241,7 @@ impl Replay {
     /// what it reads only header values changed, and they reach it as values of its
     /// `REQUEST_HEADERS` targets (each value tested on its own: the unchanged ones, which
     /// had no hits, have none again).
-    pub fn by_values(&self, n: u32, i: &inputs::Inputs) -> Option<&[(usize, Option<[u64; 4]>)]> {
+    pub fn by_values(&self, n: u32, i: &inputs::Inputs) -> Option<&[ChangedHeader]> {
         let c = i.head & self.changed;
         let ok = self.active && i.by_value && !self.many && c & !inputs::HEADER_VALUES == 0 && self.base.as_ref().is_some_and(|b| !bit(&b.hits, n));
         ok.then_some(&self.headers[..])
@@ -321,7 +325,7 @@ fn bit(words: &[u64], n: u32) -> bool {
 /// trace's in phase index `p`. In phases 1 and 2 the response is taken as changed (there is
 /// none yet; the trace's is complete).
 /// `headers`: the positions of the request header values that differ (names the same).
-fn changed(now: &Request, at: &BodyAt, then: &Trace, p: usize, keys: &Keys, headers: &mut Vec<(usize, Option<[u64; 4]>)>) -> u64 {
+fn changed(now: &Request, at: &BodyAt, then: &Trace, p: usize, keys: &Keys, headers: &mut Vec<ChangedHeader>) -> u64 {
     let old = &then.req;
     let mut c = inputs::VOLATILE;
     if now.method != old.method || now.uri_raw != old.uri_raw || now.protocol != old.protocol {
