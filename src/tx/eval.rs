@@ -1477,29 +1477,24 @@ pub(crate) fn run_phase(t: &mut Transaction, rs: &Ruleset, phase: u8) -> Option<
                 continue;
             }
         }
-        // A paranoia-level check that held in the trace holds again: it reads only TX, the
-        // trace's at this point (see `replay`); its skip, without reading TX.
-        if let (0, None, Some(Quick::TxSkip { .. }), Entry::Rule(rule)) = (skip, &t.profile, quick.get(i), entry) {
-            if t.replay.traced_hit(rule.index) {
+        // A paranoia-level check: its skip when it holds, without evaluating it. It holds when
+        // it held in the trace (it reads only TX, the trace's at this point: see `replay`),
+        // else when its quick record says so and it is not removed.
+        if let (0, None, Some(q @ Quick::TxSkip { .. }), Entry::Rule(rule)) = (skip, &t.profile, quick.get(i), entry) {
+            if t.replay.traced_hit(rule.index) || (!cannot_match(t, rs, q) && !rule_removed(t, rule)) {
+                // A hit (the replay passes it only where the trace had none).
                 t.replay.record(rule.index, 0, true);
                 (i, skip) = skip_from(rs, pidx, i, rule, list.len());
-                continue;
+            } else {
+                i += 1;
             }
+            continue;
         }
         // From the rule's quick record first: most rules are passed without reading them.
         // (Not when profiling: the profile times each rule's whole evaluation.)
         if skip == 0 && t.profile.is_none() && quick.get(i).is_some_and(|q| cannot_match(t, rs, q)) {
             i += 1;
             continue;
-        }
-        // A paranoia-level check that holds: its skip, without evaluating it (unless removed).
-        if let (0, None, Some(Quick::TxSkip { .. }), Entry::Rule(rule)) = (skip, &t.profile, quick.get(i), entry) {
-            if !rule_removed(t, rule) {
-                // A hit (the replay passes it only where the trace had none).
-                t.replay.record(rule.index, 0, true);
-                (i, skip) = skip_from(rs, pidx, i, rule, list.len());
-                continue;
-            }
         }
         let Entry::Rule(rule) = entry else {
             i += 1;
