@@ -500,20 +500,30 @@ fn replay_check(args: &[String]) -> Result<(), String> {
             let expect = native::run_request(&rs, &req, false);
             compare("after the last stage", &id, cross, &expect);
             compare("after itself", &id, native::run_request(&rs, &req, true), &expect);
-            let mut other = req.clone();
-            let k = n % other.headers.len().max(1);
-            if let Some((_, v)) = other.headers.get_mut(k) {
-                // By turns a benign change and ones some rules have hits on (the replay then
-                // tests the rules reading all header values on the changed one alone).
-                let more: &[u8] = match n % 3 {
-                    0 => b"-1",
-                    1 => b"/..%2f..;<script>alert(1)</script>' or 1=1--",
-                    _ => b"/../x",
-                };
-                v.extend_from_slice(more);
+            // Twice: the second walks each phase as the first did (see `replay::Run`).
+            compare("after itself twice", &id, native::run_request(&rs, &req, true), &expect);
+            let k = n % req.headers.len().max(1);
+            let with = |more: &[u8]| {
+                let mut other = req.clone();
+                if let Some((_, v)) = other.headers.get_mut(k) {
+                    v.extend_from_slice(more);
+                }
+                other
+            };
+            // A benign change, then another value of the same header: by turns benign and
+            // ones some rules have hits on (the replay tests the rules reading all header
+            // values on the changed one alone, and the second one walks as the first did
+            // while those tests have no hits).
+            let first = with(b"-0");
+            let other = with(match n % 3 {
+                0 => b"-1",
+                1 => b"/..%2f..;<script>alert(1)</script>' or 1=1--",
+                _ => b"/../x",
+            });
+            let changed = [native::run_request(&rs, &first, true), native::run_request(&rs, &other, true)];
+            for (changed, other) in changed.into_iter().zip([&first, &other]) {
+                compare("one header value changed", &id, changed, &native::run_request(&rs, other, false));
             }
-            let changed = native::run_request(&rs, &other, true);
-            compare("one header value changed", &id, changed, &native::run_request(&rs, &other, false));
             // The same request after itself, its response changed (by turns: a header
             // more, a header value, the body, the status), then replaced by the last different one.
             let own = native::reflect(&req);

@@ -1274,6 +1274,10 @@ fn apply_persistent(t: &mut Transaction, rule: &Rule, sv: &crate::actions::SetVa
 }
 
 /// The ctls of every link of `rule`, in order.
+fn has_ctls(rule: &Rule) -> bool {
+    std::iter::successors(Some(rule), |l| l.chain.as_deref()).any(|l| !l.ctls.is_empty())
+}
+
 fn apply_ctls(t: &mut Transaction, rule: &Rule) {
     let mut link = Some(rule);
     while let Some(l) = link {
@@ -1458,6 +1462,30 @@ pub(crate) fn run_phase(t: &mut Transaction, rs: &Ruleset, phase: u8) -> Option<
     let mut i = 0;
     let mut skip = 0u32;
     let quick = rs.quick.phases.get(pidx).map_or(&[][..], Vec::as_slice);
+    // Walked as the trace walked it, when its rules tested by value have no hits again.
+    if let Some(run) = t.replay.run(phase) {
+        if !run.probes.iter().any(|&e| probe_hits(t, rs, list, e)) {
+            let mut ctls = run.ctls.iter().peekable();
+            for (j, (_, e)) in run.effects.iter().enumerate() {
+                for (k, v) in &e.writes {
+                    match v {
+                        Some(v) => tx_set(t, k, v),
+                        None => tx_remove(t, k),
+                    }
+                }
+                while let Some(&(_, entry)) = ctls.next_if(|c| c.0 as usize == j) {
+                    if let Some(Entry::Rule(rule)) = list.get(entry as usize) {
+                        apply_ctls(t, rule);
+                    }
+                }
+            }
+            if !(run.probes.is_empty() && run.effects.is_empty()) {
+                t.matched.n = 0;
+            }
+            t.replay.adopt(phase, run);
+            return None;
+        }
+    }
     while let Some(entry) = list.get(i) {
         // Applied with the TX phase 1 started from (also when profiling: a second run would
         // add to the counters again).
@@ -1493,6 +1521,8 @@ pub(crate) fn run_phase(t: &mut Transaction, rs: &Ruleset, phase: u8) -> Option<
         // From the rule's quick record first: most rules are passed without reading them.
         // (Not when profiling: the profile times each rule's whole evaluation.)
         if skip == 0 && t.profile.is_none() && quick.get(i).is_some_and(|q| cannot_match(t, rs, q)) {
+            // Decided on data that may have changed (see `replay::Run`).
+            t.replay.plain = false;
             i += 1;
             continue;
         }
@@ -1512,6 +1542,7 @@ pub(crate) fn run_phase(t: &mut Transaction, rs: &Ruleset, phase: u8) -> Option<
         let inputs = rs.quick.inputs.get(rule.index as usize).copied().unwrap_or(Inputs { head: u64::MAX, all: u64::MAX, by_value: false, tx_writes: false, quiet: false });
         // Reading all request headers when only some header values changed: tested on those.
         if t.replay.by_values(rule.index, &inputs).is_some_and(|at| !header_hits(t, rule, at)) {
+            t.replay.probed(i);
             t.replay.passed += 1;
             t.matched.n = 0;
             i += 1;
@@ -1530,12 +1561,16 @@ pub(crate) fn run_phase(t: &mut Transaction, rs: &Ruleset, phase: u8) -> Option<
             t.replay.record(rule.index, inputs.all, true);
             let matched = e.matched;
             if matched {
+                if has_ctls(rule) {
+                    t.replay.ctls_at(i);
+                }
                 apply_ctls(t, rule);
             }
             t.replay.keep_effect(rule.index, e);
             matched.then(|| rule.disruptive.clone())
         } else {
             // A rule whose only effect may be on TX: its writes are noted, to be done again.
+            t.replay.plain = false;
             if inputs.tx_writes && t.replay.worth_keeping(inputs.all) {
                 t.replay.written = Some(std::mem::take(&mut t.replay.spare_written));
             }
@@ -1590,6 +1625,14 @@ pub(crate) fn run_phase(t: &mut Transaction, rs: &Ruleset, phase: u8) -> Option<
     }
     t.replay.completed = true;
     None
+}
+
+/// Whether the rule of entry `e` of `list`, tested by value in the trace's walk of this phase,
+/// may have hits now (see `replay::Run`).
+fn probe_hits(t: &Transaction, rs: &Ruleset, list: &[Entry], e: u32) -> bool {
+    let Some(Entry::Rule(rule)) = list.get(e as usize) else { return true };
+    let Some(inputs) = rs.quick.inputs.get(rule.index as usize) else { return true };
+    t.replay.by_values(rule.index, inputs).is_none_or(|at| header_hits(t, rule, at))
 }
 
 /// Whether the first link of `rule` has a hit on one of the request header values at

@@ -53,6 +53,32 @@ pub(crate) struct Trace {
     /// class when it had hits (see [`Replay::scan`]); shared with the next trace while the
     /// hits stay the same.
     stops: Rc<[Vec<u64>; 5]>,
+    /// Per phase: how its walk went, when it evaluated no rule (see [`Run`]).
+    runs: [Option<Rc<Run>>; 5],
+}
+
+/// A phase walked while following the trace without evaluating any rule: passed by the trace,
+/// paranoia-level skips held in it, effects done again, and rules tested by value with no
+/// hits. The next transaction whose data differs from this one's in the same classes (so its
+/// walk would stop at the same entries: the stops depend only on the hits, the same here, and
+/// the changed classes) walks the same way as long as the rules tested by value have no
+/// hits again: it tests those and does the effects, without the walk (see
+/// `eval::run_phase`).
+pub(crate) struct Run {
+    /// The classes that had changed, and whether [`Replay::many`] was set.
+    changed: u64,
+    many: bool,
+    /// The entries (of the phase's list) whose rules were tested by value, in order.
+    pub probes: Vec<u32>,
+    /// The rules with hits.
+    hits: Vec<u32>,
+    /// The effects done, in order (what the rules with hits wrote).
+    pub effects: Vec<(u32, Rc<Effect>)>,
+    /// The rules whose chains completed and whose ctls were applied: (position in
+    /// `effects`, entry), in order.
+    pub ctls: Vec<(u32, u32)>,
+    /// Rules passed without being evaluated.
+    passed: u64,
 }
 
 /// What a rule with hits did when its only effect was on TX: the variables it wrote, with
@@ -142,6 +168,17 @@ pub(crate) struct Replay {
     pub written: Option<Vec<u8>>,
     /// `written`'s allocation between rules.
     pub spare_written: Vec<u8>,
+    /// This transaction's walks (see [`Run`]).
+    runs: [Option<Rc<Run>>; 5],
+    /// The running phase's walk so far has evaluated no rule (see [`Run`]); cleared by
+    /// `eval::run_phase` when it evaluates one.
+    pub plain: bool,
+    /// The running phase's rules tested by value and rules with hits, while `plain`.
+    probes: Vec<u32>,
+    hit_rules: Vec<u32>,
+    ctls: Vec<(u32, u32)>,
+    /// Where the running phase's effects and passed count start.
+    from: (usize, u64),
 }
 
 /// Most changed header values a rule is tested on alone (see [`Replay::by_values`]).
@@ -167,6 +204,7 @@ impl Replay {
         }
         self.completed = false;
         self.active = false;
+        self.plain = false;
         if !follow || phase != self.next {
             self.same = false;
         }
@@ -183,6 +221,51 @@ impl Replay {
             }
         }
         self.active = true;
+        self.plain = true;
+        self.probes.clear();
+        self.hit_rules.clear();
+        self.ctls.clear();
+        self.from = (self.effects.len(), self.passed);
+    }
+
+    /// How the trace walked the running phase, when this transaction's walk would go the same
+    /// way (see [`Run`]): it follows the trace and its data differs in the same classes.
+    pub fn run(&self, phase: u8) -> Option<Rc<Run>> {
+        let base = self.base.as_ref().filter(|_| self.active)?;
+        let run = base.runs.get(usize::from(phase - 1))?.as_ref()?;
+        (run.changed == self.changed && run.many == self.many).then(|| run.clone())
+    }
+
+    /// The running phase went as `run` (its rules tested by value had no hits, its effects
+    /// are done): the walk is taken as this transaction's.
+    pub fn adopt(&mut self, phase: u8, run: Rc<Run>) {
+        for &n in &run.hits {
+            if let Some(w) = self.hits.get_mut(n as usize / 64) {
+                *w |= 1u64 << (n % 64);
+            }
+        }
+        self.effects.extend(run.effects.iter().cloned());
+        self.passed += run.passed;
+        self.completed = true;
+        if let Some(r) = self.runs.get_mut(usize::from(phase - 1)) {
+            *r = Some(run);
+        }
+        self.plain = false;
+    }
+
+    /// The rule of entry `i` of the running phase's list was tested by value and had no hits.
+    pub fn probed(&mut self, i: usize) {
+        if self.plain {
+            self.probes.push(i as u32);
+        }
+    }
+
+    /// The rule of entry `i`, whose effect is done next, applies its ctls.
+    pub fn ctls_at(&mut self, i: usize) {
+        if self.plain {
+            let at = self.effects.len() - self.from.0;
+            self.ctls.push((at as u32, i as u32));
+        }
     }
 
     /// Whether to keep the effect of a rule reading `all` for the next transaction: when there
@@ -204,10 +287,26 @@ impl Replay {
         self.base = None;
         self.same = false;
         self.active = false;
+        self.plain = false;
     }
 
     /// The running phase ended; `completed`: its list ran to the end.
     pub fn end(&mut self, phase: u8) {
+        if self.completed && self.active && self.plain {
+            let run = Run {
+                changed: self.changed,
+                many: self.many,
+                probes: std::mem::take(&mut self.probes),
+                hits: std::mem::take(&mut self.hit_rules),
+                ctls: std::mem::take(&mut self.ctls),
+                effects: self.effects.get(self.from.0..).unwrap_or_default().to_vec(),
+                passed: self.passed - self.from.1,
+            };
+            if let Some(r) = self.runs.get_mut(usize::from(phase - 1)) {
+                *r = Some(Rc::new(run));
+            }
+        }
+        self.plain = false;
         if self.completed {
             self.phases |= 1 << (phase - 1);
             self.next = phase + 1;
@@ -279,12 +378,16 @@ impl Replay {
             if let Some(w) = self.hits.get_mut(n as usize / 64) {
                 *w |= 1u64 << (n % 64);
             }
+            if self.plain {
+                self.hit_rules.push(n);
+            }
         }
         if self.active {
             let before = self.base.as_ref().is_some_and(|b| bit(&b.hits, n));
             if hits != before || (hits && inputs & self.changed != 0) {
                 self.active = false;
                 self.same = false;
+                self.plain = false;
             }
         }
     }
@@ -306,7 +409,7 @@ impl Replay {
                 heads.iter().zip(numbers).map(|(&h, &n)| if bit(&hits, n) { u64::MAX } else { h }).collect()
             })),
         };
-        let trace = Trace { req, hits, phases: self.phases, at: self.at, effects: std::mem::take(&mut self.effects), stops };
+        let trace = Trace { req, hits, phases: self.phases, at: self.at, effects: std::mem::take(&mut self.effects), stops, runs: std::mem::take(&mut self.runs) };
         (None, slot.replace(Rc::new(trace)))
     }
 }

@@ -1238,6 +1238,50 @@ SecRule REQUEST_URI|REQUEST_HEADERS "@rx /\.\./" "id:1,phase:2,deny,status:403,m
     assert_eq!(go("r6%2F..%2Fx").0, Some(1), "a hit after a transformation only");
 }
 
+/// A phase that went as the trace's did (no rule evaluated, only a new header value) is not
+/// walked again: the next request with a new value of the same header gets the trace's
+/// effects (TX writes, a completed chain's ctl, seen by a later phase that is walked) and
+/// its new value is tested, each time.
+#[test]
+fn a_phase_walked_as_the_traces_does_its_effects_and_tests_the_new_value() {
+    let rs = rules(
+        r#"SecRuleEngine On
+SecRequestBodyAccess On
+SecRule REQUEST_HEADERS "@contains evil" "id:1,phase:1,deny,status:403,t:lowercase"
+SecRule REQUEST_METHOD "@streq POST" "id:2,phase:1,pass,nolog,setvar:tx.n=+1,chain"
+    SecRule REQUEST_URI "@beginsWith /" "ctl:ruleRemoveById=4"
+SecRule TX:n "@eq 1" "id:3,phase:1,pass,nolog,setvar:tx.seen=1"
+SecRule ARGS "@contains x" "id:4,phase:2,deny,status:403"
+SecRule TX:seen "!@eq 1" "id:5,phase:2,deny,status:403"
+"#,
+    );
+    let go = |id: &str, body: &[u8]| -> Option<u64> {
+        let mut tx = Transaction::new(rs.clone(), "t".into());
+        tx.process_uri("/", "POST", "HTTP/1.1");
+        for (k, v) in [("Host", "a"), FORM, ("X-Request-Id", id)] {
+            tx.add_request_header(k.as_bytes(), v.as_bytes());
+        }
+        tx.process_request_headers()
+            .or_else(|| {
+                let _ = tx.append_request_body(body);
+                tx.process_request_body()
+            })
+            .and_then(|i| i.rule_id)
+    };
+    // Rule 5 would block without rule 3's write; rule 4, which a new body makes walk phase
+    // 2, without rule 2's ctl.
+    for n in 0..6 {
+        assert_eq!(go(&format!("r{n}"), b"a=y"), None, "request {n}");
+    }
+    assert_eq!(go("r6", b"a=x"), None, "rule 4 removed");
+    assert_eq!(go("EVIL", b"a=y"), Some(1), "the new value is tested");
+    for n in 7..10 {
+        assert_eq!(go(&format!("r{n}"), b"a=y"), None, "request {n}");
+    }
+    assert_eq!(go("r10-evil", b"a=y"), Some(1), "the new value is tested");
+    assert_eq!(go("r11", b"a=x"), None, "rule 4 removed");
+}
+
 /// The values prepared for a group of rules (same targets and transformations) belong to
 /// one phase: phase 2 sees the body's arguments that phase 1 could not, and a ctl that
 /// removes a target is seen by the next rule of the same phase.
