@@ -47,8 +47,11 @@ pub(crate) struct Trace {
     phases: u8,
     /// The body as each phase saw it.
     at: [BodyAt; 5],
-    /// By rule number (ascending): what a rule with hits did, when that was only to write TX.
+    /// In walk order (by rule number, ascending, within a phase): what a rule with hits did,
+    /// when that was only to write TX.
     effects: Vec<(u32, Rc<Effect>)>,
+    /// Where each phase's effects start in `effects`.
+    effects_at: [usize; 5],
     /// Per phase, per entry of its list: the classes the entry's first link reads, or every
     /// class when it had hits (see [`Replay::scan`]); shared with the next trace while the
     /// hits stay the same.
@@ -161,8 +164,11 @@ pub(crate) struct Replay {
     next: u8,
     /// This transaction's effects (see [`Trace::effects`]).
     effects: Vec<(u32, Rc<Effect>)>,
-    /// Where the search of `base`'s effects goes on (rules come in ascending numbers).
+    /// Where the search of `base`'s effects goes on (rules come in ascending numbers within
+    /// a phase).
     cursor: usize,
+    /// Where each phase's effects start in `effects`.
+    effects_at: [usize; 5],
     /// TX keys written while a rule whose effect may be kept runs, each after its length (4
     /// bytes; a key may hold any byte, NUL included).
     pub written: Option<Vec<u8>>,
@@ -202,6 +208,9 @@ impl Replay {
         if let Some(a) = self.at.get_mut(p) {
             *a = now;
         }
+        if let Some(e) = self.effects_at.get_mut(p) {
+            *e = self.effects.len();
+        }
         self.completed = false;
         self.active = false;
         self.plain = false;
@@ -212,6 +221,7 @@ impl Replay {
             self.same = false;
             return;
         };
+        self.cursor = base.effects_at.get(p).copied().unwrap_or_default();
         self.headers.clear();
         self.changed = changed(req, &now, base, p, keys, &mut self.headers);
         self.many = self.headers.len() > HEADERS_MAX || (self.changed & inputs::NAMES != 0);
@@ -409,7 +419,7 @@ impl Replay {
                 heads.iter().zip(numbers).map(|(&h, &n)| if bit(&hits, n) { u64::MAX } else { h }).collect()
             })),
         };
-        let trace = Trace { req, hits, phases: self.phases, at: self.at, effects: std::mem::take(&mut self.effects), stops, runs: std::mem::take(&mut self.runs) };
+        let trace = Trace { req, hits, phases: self.phases, at: self.at, effects: std::mem::take(&mut self.effects), effects_at: self.effects_at, stops, runs: std::mem::take(&mut self.runs) };
         (None, slot.replace(Rc::new(trace)))
     }
 }
