@@ -43,6 +43,7 @@
 mod build_info;
 mod host;
 mod http;
+mod mem;
 mod metrics;
 mod protect;
 
