@@ -159,6 +159,9 @@ pub(crate) struct Replay {
     headers: Vec<ChangedHeader>,
     /// More header values changed than `headers` keeps, or the names changed.
     many: bool,
+    /// The classes of the request headers' changes (`headers`, `many`), and how many headers
+    /// there were when they were compared.
+    header_bits: Option<(usize, u64)>,
     /// The phase that follows the last one completed (the trace's state at the start of a
     /// phase is this transaction's only when both ran every phase before it).
     next: u8,
@@ -222,14 +225,24 @@ impl Replay {
             return;
         };
         self.cursor = base.effects_at.get(p).copied().unwrap_or_default();
-        self.headers.clear();
-        self.changed = changed(req, &now, base, p, keys, &mut self.headers);
-        self.many = self.headers.len() > HEADERS_MAX || (self.changed & inputs::NAMES != 0);
-        if !self.many {
-            for (i, set) in &mut self.headers {
-                *set = req.headers.get(*i).and_then(|(_, v)| (v.len() <= 512).then(|| crate::tx::cache::byte_set(v)));
+        // The request headers are compared once (they only grow: a header added since is
+        // a new comparison).
+        let header_bits = match self.header_bits {
+            Some((n, bits)) if n == req.headers.len() => bits,
+            _ => {
+                self.headers.clear();
+                let bits = headers_changed(req, &base.req, keys, &mut self.headers);
+                self.many = self.headers.len() > HEADERS_MAX || (bits & inputs::NAMES != 0);
+                if !self.many {
+                    for (i, set) in &mut self.headers {
+                        *set = req.headers.get(*i).and_then(|(_, v)| (v.len() <= 512).then(|| crate::tx::cache::byte_set(v)));
+                    }
+                }
+                self.header_bits = Some((req.headers.len(), bits));
+                bits
             }
-        }
+        };
+        self.changed = changed(req, &now, base, p, keys) | header_bits;
         self.active = true;
         self.plain = true;
         self.probes.clear();
@@ -435,10 +448,9 @@ fn bit(words: &[u64], n: u32) -> bool {
 }
 
 /// The input classes in which the transaction `now` (its bodies as `at`) differs from the
-/// trace's in phase index `p`. In phases 1 and 2 the response is taken as changed (there is
-/// none yet; the trace's is complete).
-/// `headers`: the positions of the request header values that differ (names the same).
-fn changed(now: &Request, at: &BodyAt, then: &Trace, p: usize, keys: &Keys, headers: &mut Vec<ChangedHeader>) -> u64 {
+/// trace's in phase index `p`, but for the request headers (see [`headers_changed`]). In phases
+/// 1 and 2 the response is taken as changed (there is none yet; the trace's is complete).
+fn changed(now: &Request, at: &BodyAt, then: &Trace, p: usize, keys: &Keys) -> u64 {
     let old = &then.req;
     let mut c = inputs::VOLATILE;
     if now.method != old.method || now.uri_raw != old.uri_raw || now.protocol != old.protocol {
@@ -457,13 +469,19 @@ fn changed(now: &Request, at: &BodyAt, then: &Trace, p: usize, keys: &Keys, head
     if !at.same_request(&then_at) || old.body.get(..then_at.len) != Some(&now.body[..]) {
         c |= inputs::BODY;
     }
-    c |= if p < 2 { inputs::RESPONSE } else { response_changed(now, at, old, &then_at, keys) };
+    c | if p < 2 { inputs::RESPONSE } else { response_changed(now, at, old, &then_at, keys) }
+}
+
+/// The input classes in which the request headers of `now` differ from those of the trace's
+/// request `old`; `headers`: the positions of the values that differ (names the same).
+fn headers_changed(now: &Request, old: &Request, keys: &Keys, headers: &mut Vec<ChangedHeader>) -> u64 {
+    let mut c = 0;
     if now.headers.len() != old.headers.len() {
-        return c | inputs::NAMES | inputs::HEADERS | inputs::BODY | keys.all();
+        return inputs::NAMES | inputs::HEADERS | inputs::BODY | keys.all();
     }
     for (i, ((name, value), (old_name, old_value))) in now.headers.iter().zip(old.headers.iter()).enumerate() {
         if name != old_name {
-            return c | inputs::NAMES | inputs::HEADERS | inputs::BODY | keys.all();
+            return inputs::NAMES | inputs::HEADERS | inputs::BODY | keys.all();
         }
         if value != old_value {
             headers.push((i, None));
