@@ -1,8 +1,8 @@
-//! `memcmp` for the wasm build. wasi-libc's compares byte by byte (musl's loop), and every
+//! `memcmp`, `memcpy`, `memmove` and `memset` for the wasm build. wasi-libc's `memcmp`
+//! compares byte by byte (musl's loop), and every
 //! byte-slice comparison of the engine ends there (`==` on slices and strings, map keys, the
 //! replay's comparison of the request with the last one: a few KB per request); this one
-//! compares 8 bytes at a time. (memcpy and memset need nothing: with bulk memory they are
-//! `memory.copy` and `memory.fill`.) Defined here, it is linked instead of libc's.
+//! compares 8 bytes at a time. Defined here, they are linked instead of libc's.
 
 /// `memcmp`: the sign of the first differing byte (unsigned) of `a` and `b` over `n` bytes, 0
 /// when none differs.
@@ -44,9 +44,136 @@ pub unsafe extern "C" fn memcmp(a: *const u8, b: *const u8, n: usize) -> i32 {
     unsafe { compare(a, b, n) }
 }
 
+/// Copies `n` bytes (at most 32) from `src` to `dst` with every load before any store, so
+/// the ranges may overlap: straight-line code, no loop (a copy loop would be turned back into
+/// a call).
+///
+/// # Safety
+/// `src` readable and `dst` writable for `n` bytes, `n <= 32`.
+#[inline(always)]
+#[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
+pub(crate) unsafe fn copy_small(dst: *mut u8, src: *const u8, n: usize) {
+    // SAFETY (every access below): the offsets stay within the n bytes.
+    unsafe {
+        if n >= 16 {
+            let (a, b) = (src.cast::<u64>().read_unaligned(), src.add(8).cast::<u64>().read_unaligned());
+            let (c, d) = (src.add(n - 16).cast::<u64>().read_unaligned(), src.add(n - 8).cast::<u64>().read_unaligned());
+            dst.cast::<u64>().write_unaligned(a);
+            dst.add(8).cast::<u64>().write_unaligned(b);
+            dst.add(n - 16).cast::<u64>().write_unaligned(c);
+            dst.add(n - 8).cast::<u64>().write_unaligned(d);
+        } else if n >= 8 {
+            let (a, b) = (src.cast::<u64>().read_unaligned(), src.add(n - 8).cast::<u64>().read_unaligned());
+            dst.cast::<u64>().write_unaligned(a);
+            dst.add(n - 8).cast::<u64>().write_unaligned(b);
+        } else if n >= 4 {
+            let (a, b) = (src.cast::<u32>().read_unaligned(), src.add(n - 4).cast::<u32>().read_unaligned());
+            dst.cast::<u32>().write_unaligned(a);
+            dst.add(n - 4).cast::<u32>().write_unaligned(b);
+        } else if n > 0 {
+            let (a, b, c) = (*src, *src.add(n / 2), *src.add(n - 1));
+            *dst = a;
+            *dst.add(n / 2) = b;
+            *dst.add(n - 1) = c;
+        }
+    }
+}
+
+/// Largest copy or fill done in wasm code; longer ones are `memory.copy` / `memory.fill`,
+/// which V8 runs as a call out of the module (~60 instructions before the first byte).
+#[cfg(target_arch = "wasm32")]
+const SMALL: usize = 32;
+
+// The engine is built without the bulk-memory feature (.cargo/config.toml), so that its
+// copies and fills of unknown length are calls to these instead of `memory.copy` and
+// `memory.fill` (measured: ~320 per CRS GET, ~60 instructions each in V8's call out); these
+// three have the feature, for the long ones.
+
+/// # Safety
+/// The C contract of `memcpy`.
+#[cfg(target_arch = "wasm32")]
+#[no_mangle]
+#[target_feature(enable = "bulk-memory")]
+pub unsafe extern "C" fn memcpy(dst: *mut u8, src: *const u8, n: usize) -> *mut u8 {
+    // SAFETY: the caller's contract.
+    unsafe {
+        if n <= SMALL {
+            copy_small(dst, src, n);
+        } else if n <= 2 * SMALL {
+            // Not overlapping: two parts.
+            copy_small(dst, src, SMALL);
+            copy_small(dst.add(SMALL), src.add(SMALL), n - SMALL);
+        } else {
+            core::ptr::copy_nonoverlapping(src, dst, n);
+        }
+    }
+    dst
+}
+
+/// # Safety
+/// The C contract of `memmove`.
+#[cfg(target_arch = "wasm32")]
+#[no_mangle]
+#[target_feature(enable = "bulk-memory")]
+pub unsafe extern "C" fn memmove(dst: *mut u8, src: *const u8, n: usize) -> *mut u8 {
+    // SAFETY: the caller's contract (copy_small loads everything before storing).
+    unsafe {
+        if n <= SMALL {
+            copy_small(dst, src, n);
+        } else {
+            core::ptr::copy(src, dst, n);
+        }
+    }
+    dst
+}
+
+/// # Safety
+/// The C contract of `memset`.
+#[cfg(target_arch = "wasm32")]
+#[no_mangle]
+#[target_feature(enable = "bulk-memory")]
+pub unsafe extern "C" fn memset(dst: *mut u8, c: i32, n: usize) -> *mut u8 {
+    // SAFETY: the caller's contract.
+    unsafe {
+        if n <= SMALL {
+            let w = u64::from(c as u8) * 0x0101_0101_0101_0101;
+            let src = [w; 4];
+            copy_small(dst, src.as_ptr().cast::<u8>(), n);
+        } else if n <= 2 * SMALL {
+            let src = [u64::from(c as u8) * 0x0101_0101_0101_0101; 4];
+            copy_small(dst, src.as_ptr().cast::<u8>(), SMALL);
+            copy_small(dst.add(SMALL), src.as_ptr().cast::<u8>(), n - SMALL);
+        } else {
+            core::ptr::write_bytes(dst, c as u8, n);
+        }
+    }
+    dst
+}
+
 #[cfg(test)]
 mod tests {
-    use super::compare;
+    use super::{compare, copy_small};
+
+    #[test]
+    fn small_copies_are_exact_at_every_length_and_overlap() {
+        for n in 0..=32usize {
+            let src: Vec<u8> = (0..n).map(|i| (i * 7 + 1) as u8).collect();
+            let mut dst = vec![0xeeu8; n + 2];
+            unsafe { copy_small(dst.as_mut_ptr().add(1), src.as_ptr(), n) };
+            assert_eq!(&dst[1..n + 1], &src[..], "{n} bytes");
+            assert_eq!((dst[0], dst[n + 1]), (0xee, 0xee), "{n} bytes: nothing outside written");
+            // Overlapping both ways (memmove): the result is the source as it was.
+            for shift in 1..4usize {
+                let buf: Vec<u8> = (0..n + shift).map(|i| i as u8).collect();
+                let mut fwd = buf.clone();
+                unsafe { copy_small(fwd.as_mut_ptr(), fwd.as_ptr().add(shift), n) };
+                assert_eq!(&fwd[..n], &buf[shift..shift + n], "{n} bytes down by {shift}");
+                let mut back = buf.clone();
+                unsafe { copy_small(back.as_mut_ptr().add(shift), back.as_ptr(), n) };
+                assert_eq!(&back[shift..shift + n], &buf[..n], "{n} bytes up by {shift}");
+            }
+        }
+    }
 
     /// The sign `memcmp` must give: the first differing byte decides, unsigned.
     fn expect(a: &[u8], b: &[u8]) -> i32 {
