@@ -135,6 +135,9 @@ pub unsafe extern "C" fn memmove(dst: *mut u8, src: *const u8, n: usize) -> *mut
 pub unsafe extern "C" fn memset(dst: *mut u8, c: i32, n: usize) -> *mut u8 {
     // SAFETY: the caller's contract.
     unsafe {
+        // The 32 bytes of `c` are made in each branch, not once before them: an array whose
+        // address is taken lives on wasm's stack in linear memory, and made up front it cost
+        // every fill that frame (measured: CRS GET module +11 K instructions in Envoy).
         if n <= SMALL {
             let w = u64::from(c as u8) * 0x0101_0101_0101_0101;
             let src = [w; 4];

@@ -1273,11 +1273,12 @@ fn apply_persistent(t: &mut Transaction, rule: &Rule, sv: &crate::actions::SetVa
     }
 }
 
-/// The ctls of every link of `rule`, in order.
+/// Whether a link of `rule` has ctls.
 fn has_ctls(rule: &Rule) -> bool {
     std::iter::successors(Some(rule), |l| l.chain.as_deref()).any(|l| !l.ctls.is_empty())
 }
 
+/// The ctls of every link of `rule`, in order.
 fn apply_ctls(t: &mut Transaction, rule: &Rule) {
     let mut link = Some(rule);
     while let Some(l) = link {
@@ -1467,12 +1468,7 @@ pub(crate) fn run_phase(t: &mut Transaction, rs: &Ruleset, phase: u8) -> Option<
         if !run.probes.iter().any(|&e| probe_hits(t, rs, list, e)) {
             let mut ctls = run.ctls.iter().peekable();
             for (j, (_, e)) in run.effects.iter().enumerate() {
-                for (k, v) in &e.writes {
-                    match v {
-                        Some(v) => tx_set(t, k, v),
-                        None => tx_remove(t, k),
-                    }
-                }
+                redo(t, e);
                 while let Some(&(_, entry)) = ctls.next_if(|c| c.0 as usize == j) {
                     if let Some(Entry::Rule(rule)) = list.get(entry as usize) {
                         apply_ctls(t, rule);
@@ -1550,12 +1546,7 @@ pub(crate) fn run_phase(t: &mut Transaction, rs: &Ruleset, phase: u8) -> Option<
         }
         let decision = if let Some(e) = t.replay.effect(rule.index, inputs.all) {
             // What it did in the last transaction, on the same data and state: done again.
-            for (k, v) in &e.writes {
-                match v {
-                    Some(v) => tx_set(t, k, v),
-                    None => tx_remove(t, k),
-                }
-            }
+            redo(t, &e);
             t.matched.n = 0;
             t.replay.passed += 1;
             t.replay.record(rule.index, inputs.all, true);
@@ -1625,6 +1616,16 @@ pub(crate) fn run_phase(t: &mut Transaction, rs: &Ruleset, phase: u8) -> Option<
     }
     t.replay.completed = true;
     None
+}
+
+/// The TX writes of a rule's effect (see `replay::Effect`), done again.
+fn redo(t: &mut Transaction, e: &super::replay::Effect) {
+    for (k, v) in &e.writes {
+        match v {
+            Some(v) => tx_set(t, k, v),
+            None => tx_remove(t, k),
+        }
+    }
 }
 
 /// Whether the rule of entry `e` of `list`, tested by value in the trace's walk of this phase,

@@ -263,9 +263,7 @@ impl Replay {
     /// are done): the walk is taken as this transaction's.
     pub fn adopt(&mut self, phase: u8, run: Rc<Run>) {
         for &n in &run.hits {
-            if let Some(w) = self.hits.get_mut(n as usize / 64) {
-                *w |= 1u64 << (n % 64);
-            }
+            set_bit(&mut self.hits, n);
         }
         self.effects.extend(run.effects.iter().cloned());
         self.passed += run.passed;
@@ -398,9 +396,7 @@ impl Replay {
     /// rule reads when it has hits.
     pub fn record(&mut self, n: u32, inputs: u64, hits: bool) {
         if hits {
-            if let Some(w) = self.hits.get_mut(n as usize / 64) {
-                *w |= 1u64 << (n % 64);
-            }
+            set_bit(&mut self.hits, n);
             if self.plain {
                 self.hit_rules.push(n);
             }
@@ -440,6 +436,12 @@ impl Replay {
 impl Drop for Trace {
     fn drop(&mut self) {
         super::recycle_request(std::mem::take(&mut self.req));
+    }
+}
+
+fn set_bit(words: &mut [u64], n: u32) {
+    if let Some(w) = words.get_mut(n as usize / 64) {
+        *w |= 1u64 << (n % 64);
     }
 }
 
