@@ -10,15 +10,13 @@
 
 use std::collections::BTreeMap;
 
-use serde::Deserialize;
-
+use super::json::{Json, Obj};
 use crate::error::Error;
 
 /// Ids of the rules wafer generates (in CRS's reserved local range 9,000,000+).
 const SETUP_ID: u64 = 9_000_000;
 
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, Default)]
 pub struct CrsConfig {
     /// Blocking paranoia level, 1-4 (`tx.blocking_paranoia_level`).
     pub paranoia_level: Option<u8>,
@@ -32,24 +30,43 @@ pub struct CrsConfig {
     /// "block" (SecRuleEngine On) or "detect" (DetectionOnly).
     pub mode: Option<String>,
     /// Any other CRS setting, e.g. `{"allowed_methods": "GET HEAD POST"}`.
-    #[serde(default)]
     pub tx: BTreeMap<String, String>,
-    #[serde(default)]
     pub exclusions: Vec<Exclusion>,
 }
 
 /// A rule exclusion: remove rules (or one target of them), everywhere or
 /// for paths starting with `path_prefix`.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, Default)]
 pub struct Exclusion {
-    #[serde(default)]
     pub rule_ids: Vec<u64>,
-    #[serde(default)]
     pub tags: Vec<String>,
     /// `ARGS:password`, `REQUEST_COOKIES:session`...: remove only this target.
     pub target: Option<String>,
     pub path_prefix: Option<String>,
+}
+
+impl CrsConfig {
+    pub fn from_json(v: &Json, path: &str) -> Result<CrsConfig, String> {
+        const FIELDS: &[&str] = &["paranoia_level", "detection_paranoia_level", "inbound_threshold", "outbound_threshold", "mode", "tx", "exclusions"];
+        let o = Obj::new(v, path, FIELDS)?;
+        let at = o.path("exclusions");
+        Ok(CrsConfig {
+            paranoia_level: o.int("paranoia_level")?,
+            detection_paranoia_level: o.int("detection_paranoia_level")?,
+            inbound_threshold: o.int("inbound_threshold")?,
+            outbound_threshold: o.int("outbound_threshold")?,
+            mode: o.str("mode")?,
+            tx: o.string_map("tx")?,
+            exclusions: o.array("exclusions")?.iter().enumerate().map(|(i, v)| Exclusion::from_json(v, &format!("{at}[{i}]"))).collect::<Result<_, _>>()?,
+        })
+    }
+}
+
+impl Exclusion {
+    fn from_json(v: &Json, path: &str) -> Result<Exclusion, String> {
+        let o = Obj::new(v, path, &["rule_ids", "tags", "target", "path_prefix"])?;
+        Ok(Exclusion { rule_ids: o.ints("rule_ids")?, tags: o.strings("tags")?.unwrap_or_default(), target: o.str("target")?, path_prefix: o.str("path_prefix")? })
+    }
 }
 
 fn ids(v: &[u64]) -> String {
@@ -204,10 +221,14 @@ pub fn default_directives() -> Vec<String> {
 mod tests {
     use super::*;
 
+    fn cfg(json: &str) -> Result<CrsConfig, String> {
+        CrsConfig::from_json(&super::super::json::parse(json.as_bytes())?, "crs")
+    }
+
     #[test]
     fn several_ids_for_one_path_compile() {
         // One ctl per id (a comma list is not a ctl argument); found by istio/path-exclusion.yaml.
-        let c: CrsConfig = serde_json::from_str(r#"{"exclusions":[{"rule_ids":[942100,942200],"path_prefix":"/search"}]}"#).unwrap();
+        let c = cfg(r#"{"exclusions":[{"rule_ids":[942100,942200],"path_prefix":"/search"}]}"#).unwrap();
         let mut lines = default_directives();
         assert!(c.apply(&mut lines).unwrap());
         assert!(lines.iter().any(|l| l.ends_with("ctl:ruleRemoveById=942100,ctl:ruleRemoveById=942200\"")), "{lines:?}");
@@ -216,7 +237,7 @@ mod tests {
 
     #[test]
     fn settings_land_between_setup_and_rules() {
-        let c: CrsConfig = serde_json::from_str(r#"{"paranoia_level":2,"inbound_threshold":7,"mode":"detect","exclusions":[{"rule_ids":[942100],"path_prefix":"/search"},{"rule_ids":[1,2],"target":"ARGS:q"},{"tags":["attack-xss"]}]}"#).unwrap();
+        let c = cfg(r#"{"paranoia_level":2,"inbound_threshold":7,"mode":"detect","exclusions":[{"rule_ids":[942100],"path_prefix":"/search"},{"rule_ids":[1,2],"target":"ARGS:q"},{"tags":["attack-xss"]}]}"#).unwrap();
         let mut lines = default_directives();
         assert!(c.apply(&mut lines).unwrap());
         assert_eq!(lines[3], "SecRuleEngine DetectionOnly");
@@ -229,11 +250,11 @@ mod tests {
 
     #[test]
     fn bad_values_are_refused() {
-        let c: CrsConfig = serde_json::from_str(r#"{"paranoia_level":5}"#).unwrap();
+        let c = cfg(r#"{"paranoia_level":5}"#).unwrap();
         assert!(c.setup_lines().is_err());
-        let c: CrsConfig = serde_json::from_str(r#"{"mode":"panic"}"#).unwrap();
+        let c = cfg(r#"{"mode":"panic"}"#).unwrap();
         assert!(c.setup_lines().is_err());
-        let c: CrsConfig = serde_json::from_str(r#"{"tx":{"x":"a'b"}}"#).unwrap();
+        let c = cfg(r#"{"tx":{"x":"a'b"}}"#).unwrap();
         assert!(c.setup_lines().is_err());
     }
 }

@@ -15,54 +15,39 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use serde::Deserialize;
-
 pub mod crs;
+pub mod json;
 
 use crate::compile::Ruleset;
 use crate::error::Error;
 use crate::protect;
 
 /// The plugin configuration as written.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Default)]
 pub struct PluginConfig {
     /// Named rule sets: name -> SecLang lines.
-    #[serde(default)]
     pub directives_map: BTreeMap<String, Vec<String>>,
     /// The rule set for authorities not listed in `per_authority_directives`.
-    #[serde(default)]
     pub default_directives: Option<String>,
     /// Authority (Host, port stripped for matching too) -> rule set name.
-    #[serde(default)]
     pub per_authority_directives: BTreeMap<String, String>,
     /// Extra labels for wafer's Envoy metrics.
-    #[serde(default)]
     pub metric_labels: BTreeMap<String, String>,
     /// Older coraza-proxy-wasm form: one rule set given inline.
-    #[serde(default)]
     pub rules: Option<Vec<String>>,
     /// OWASP CRS settings (paranoia level, thresholds, mode, exclusions),
     /// applied to every rule set that includes the CRS. Alone, it selects the
     /// full CRS in blocking mode.
-    #[serde(default)]
     pub crs: Option<crs::CrsConfig>,
     /// Protections beyond rules (src/protect), each off unless given.
-    #[serde(default)]
     pub client_ip: Option<protect::ClientIpConfig>,
-    #[serde(default)]
     pub ip_lists: Option<protect::IpListsConfig>,
-    #[serde(default)]
     pub rate_limit: Option<protect::RateLimitConfig>,
-    #[serde(default)]
     pub behaviour_scoring: Option<protect::ScoringConfig>,
-    #[serde(default)]
     pub hardening: Option<protect::HardeningConfig>,
-    #[serde(default)]
     pub request_log: Option<protect::RequestLogConfig>,
     /// For tests of Envoy's `failure_policy` only: a request carrying a header of this name
     /// makes the filter abort its VM (a wasm trap). Unset (the default), no request can.
-    #[serde(default)]
     pub test_trap_header: Option<String>,
 }
 
@@ -71,7 +56,32 @@ impl PluginConfig {
         if json.iter().all(u8::is_ascii_whitespace) {
             return Ok(PluginConfig::default());
         }
-        serde_json::from_slice(json).map_err(|e| Error::new("plugin configuration", format!("invalid JSON: {e}")))
+        let bad = |msg: String| Error::new("plugin configuration", msg);
+        let v = json::parse(json).map_err(|e| bad(format!("invalid JSON: {e}")))?;
+        PluginConfig::from_json(&v).map_err(bad)
+    }
+
+    fn from_json(v: &json::Json) -> Result<PluginConfig, String> {
+        const FIELDS: &[&str] = &[
+            "directives_map", "default_directives", "per_authority_directives", "metric_labels", "rules", "crs", "client_ip",
+            "ip_lists", "rate_limit", "behaviour_scoring", "hardening", "request_log", "test_trap_header",
+        ];
+        let o = json::Obj::new(v, "", FIELDS)?;
+        Ok(PluginConfig {
+            directives_map: o.map("directives_map", json::strings)?,
+            default_directives: o.str("default_directives")?,
+            per_authority_directives: o.string_map("per_authority_directives")?,
+            metric_labels: o.string_map("metric_labels")?,
+            rules: o.strings("rules")?,
+            crs: o.get("crs").map(|v| crs::CrsConfig::from_json(v, "crs")).transpose()?,
+            client_ip: o.get("client_ip").map(|v| protect::ClientIpConfig::from_json(v, "client_ip")).transpose()?,
+            ip_lists: o.get("ip_lists").map(|v| protect::IpListsConfig::from_json(v, "ip_lists")).transpose()?,
+            rate_limit: o.get("rate_limit").map(|v| protect::RateLimitConfig::from_json(v, "rate_limit")).transpose()?,
+            behaviour_scoring: o.get("behaviour_scoring").map(|v| protect::ScoringConfig::from_json(v, "behaviour_scoring")).transpose()?,
+            hardening: o.get("hardening").map(|v| protect::HardeningConfig::from_json(v, "hardening")).transpose()?,
+            request_log: o.get("request_log").map(|v| protect::RequestLogConfig::from_json(v, "request_log")).transpose()?,
+            test_trap_header: o.str("test_trap_header")?,
+        })
     }
 
     /// The protection keys, for [`protect::Protect::compile`].

@@ -18,8 +18,7 @@ pub mod scoring;
 
 use std::net::IpAddr;
 
-use serde::Deserialize;
-
+use crate::config::json::{Json, Obj};
 use crate::error::Error;
 use headers::CookieRule;
 use ip::IpSet;
@@ -27,172 +26,229 @@ use rate_limit::Limit;
 use scoring::Policy;
 
 /// `client_ip`: where the client address comes from.
-#[derive(Debug, Default, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Default, Clone)]
 pub struct ClientIpConfig {
     /// Proxies in front of Envoy that append to `X-Forwarded-For`; the client is the entry
     /// this many from the right. 0 (default): the connection's peer (`source.address`).
-    #[serde(default)]
     pub trusted_hops: u32,
     /// A request header holding the client address, set by a trusted hop (for instance
     /// `x-envoy-external-address` when Envoy runs with `use_remote_address`). Wins over
     /// `trusted_hops` when present and valid.
-    #[serde(default)]
     pub header: Option<String>,
 }
 
 /// `ip_lists`.
-#[derive(Debug, Default, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Default, Clone)]
 pub struct IpListsConfig {
     /// Addresses or CIDR blocks that bypass every protection and the rules.
-    #[serde(default)]
     pub allow: Vec<String>,
     /// Addresses or CIDR blocks answered `deny_status` before any rule runs.
-    #[serde(default)]
     pub deny: Vec<String>,
-    #[serde(default)]
     pub deny_status: Option<u16>,
 }
 
 /// One limit of `rate_limit`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone)]
 pub struct RateRuleConfig {
     /// `Host` this limit applies to (case-insensitive, port ignored); any when absent.
-    #[serde(default)]
     pub authority: Option<String>,
     /// Path prefix this limit applies to; any when absent.
-    #[serde(default)]
     pub path_prefix: Option<String>,
     pub requests_per_second: f64,
-    #[serde(default)]
     pub burst: Option<u32>,
     /// `ip` (default), `header:<name>` or `cookie:<name>` (the client address when absent).
-    #[serde(default)]
     pub key: Option<String>,
 }
 
 /// `rate_limit`: `{"requests_per_second":10,"burst":20}` limits each client address.
-#[derive(Debug, Default, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Default, Clone)]
 pub struct RateLimitConfig {
     /// The limit for requests that match no entry of `rules`; none when absent.
-    #[serde(default)]
     pub requests_per_second: Option<f64>,
-    #[serde(default)]
     pub burst: Option<u32>,
-    #[serde(default)]
     pub key: Option<String>,
     /// Per-authority / per-route limits; the first that matches applies.
-    #[serde(default)]
     pub rules: Vec<RateRuleConfig>,
     /// Buckets kept (shared-data slots), default 65536.
-    #[serde(default)]
     pub max_clients: Option<u32>,
     /// Status of the refusal, default 429.
-    #[serde(default)]
     pub status: Option<u16>,
 }
 
 /// `behaviour_scoring`.
-#[derive(Debug, Default, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Default, Clone)]
 pub struct ScoringConfig {
     /// Sliding window, default 60 s.
-    #[serde(default)]
     pub window_seconds: Option<u64>,
     /// 4xx answers + interruptions in the window that block the client, default 20.
-    #[serde(default)]
     pub threshold: Option<u32>,
     /// Cool-down, default 300 s.
-    #[serde(default)]
     pub block_seconds: Option<u64>,
-    #[serde(default)]
     pub max_clients: Option<u32>,
     /// Status while blocked, default 403.
-    #[serde(default)]
     pub status: Option<u16>,
 }
 
 /// `hardening.cookies`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone)]
 pub struct CookieConfig {
-    #[serde(default = "yes")]
     pub secure: bool,
-    #[serde(default = "yes")]
     pub http_only: bool,
     /// `Strict`, `Lax` (default) or `None`; `""` adds none.
-    #[serde(default)]
     pub same_site: Option<String>,
 }
 
-fn yes() -> bool {
-    true
-}
-
 /// `hardening`.
-#[derive(Debug, Default, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Default, Clone)]
 pub struct HardeningConfig {
     /// `Strict-Transport-Security` value, e.g. `max-age=31536000; includeSubDomains`.
-    #[serde(default)]
     pub hsts: Option<String>,
     /// `X-Content-Type-Options` value, normally `nosniff`.
-    #[serde(default)]
     pub content_type_options: Option<String>,
     /// `X-Frame-Options` value: `DENY` or `SAMEORIGIN`.
-    #[serde(default)]
     pub frame_options: Option<String>,
     /// Any other response headers to set: name -> value.
-    #[serde(default)]
     pub response_headers: std::collections::BTreeMap<String, String>,
-    #[serde(default)]
     pub cookies: Option<CookieConfig>,
     /// Requests with a larger body are answered 413.
-    #[serde(default)]
     pub max_request_body_bytes: Option<u64>,
     /// Rewrite `X-Forwarded-For` to the trusted part and drop client-written forwarding
     /// headers (`Forwarded`, `X-Real-IP`, `X-Forwarded-Host`, ...) when no hop is trusted.
-    #[serde(default)]
     pub sanitize_forwarded_headers: bool,
 }
 
 /// `request_log.collector`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone)]
 pub struct CollectorConfig {
     /// Envoy cluster to POST batches to.
     pub cluster: String,
-    #[serde(default)]
     pub path: Option<String>,
-    #[serde(default)]
     pub authority: Option<String>,
     /// Send when this many lines are waiting (default 100) or at each flush interval.
-    #[serde(default)]
     pub batch_size: Option<usize>,
-    #[serde(default)]
     pub flush_interval_ms: Option<u64>,
-    #[serde(default)]
     pub timeout_ms: Option<u64>,
     /// Lines waiting beyond this many bytes are dropped (and counted), default 4 MiB.
-    #[serde(default)]
     pub max_buffer_bytes: Option<usize>,
 }
 
 /// `request_log`.
-#[derive(Debug, Default, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Default, Clone)]
 pub struct RequestLogConfig {
     /// `all` (default) or `interrupted`.
-    #[serde(default)]
     pub mode: Option<String>,
     /// Also (or instead: with `"proxy_log": false`) send lines to an HTTP collector.
-    #[serde(default)]
     pub collector: Option<CollectorConfig>,
-    #[serde(default = "yes")]
     pub proxy_log: bool,
+}
+
+fn each<T>(o: &Obj, name: &str, read: impl Fn(&Json, &str) -> Result<T, String>) -> Result<Vec<T>, String> {
+    let at = o.path(name);
+    o.array(name)?.iter().enumerate().map(|(i, v)| read(v, &format!("{at}[{i}]"))).collect()
+}
+
+impl ClientIpConfig {
+    pub fn from_json(v: &Json, path: &str) -> Result<Self, String> {
+        let o = Obj::new(v, path, &["trusted_hops", "header"])?;
+        Ok(Self { trusted_hops: o.int("trusted_hops")?.unwrap_or(0), header: o.str("header")? })
+    }
+}
+
+impl IpListsConfig {
+    pub fn from_json(v: &Json, path: &str) -> Result<Self, String> {
+        let o = Obj::new(v, path, &["allow", "deny", "deny_status"])?;
+        Ok(Self { allow: o.strings("allow")?.unwrap_or_default(), deny: o.strings("deny")?.unwrap_or_default(), deny_status: o.int("deny_status")? })
+    }
+}
+
+impl RateRuleConfig {
+    fn from_json(v: &Json, path: &str) -> Result<Self, String> {
+        let o = Obj::new(v, path, &["authority", "path_prefix", "requests_per_second", "burst", "key"])?;
+        Ok(Self {
+            authority: o.str("authority")?,
+            path_prefix: o.str("path_prefix")?,
+            requests_per_second: o.float("requests_per_second")?.ok_or_else(|| format!("{path}: missing field `requests_per_second`"))?,
+            burst: o.int("burst")?,
+            key: o.str("key")?,
+        })
+    }
+}
+
+impl RateLimitConfig {
+    pub fn from_json(v: &Json, path: &str) -> Result<Self, String> {
+        let o = Obj::new(v, path, &["requests_per_second", "burst", "key", "rules", "max_clients", "status"])?;
+        Ok(Self {
+            requests_per_second: o.float("requests_per_second")?,
+            burst: o.int("burst")?,
+            key: o.str("key")?,
+            rules: each(&o, "rules", RateRuleConfig::from_json)?,
+            max_clients: o.int("max_clients")?,
+            status: o.int("status")?,
+        })
+    }
+}
+
+impl ScoringConfig {
+    pub fn from_json(v: &Json, path: &str) -> Result<Self, String> {
+        let o = Obj::new(v, path, &["window_seconds", "threshold", "block_seconds", "max_clients", "status"])?;
+        Ok(Self {
+            window_seconds: o.int("window_seconds")?,
+            threshold: o.int("threshold")?,
+            block_seconds: o.int("block_seconds")?,
+            max_clients: o.int("max_clients")?,
+            status: o.int("status")?,
+        })
+    }
+}
+
+impl CookieConfig {
+    fn from_json(v: &Json, path: &str) -> Result<Self, String> {
+        let o = Obj::new(v, path, &["secure", "http_only", "same_site"])?;
+        Ok(Self { secure: o.boolean("secure")?.unwrap_or(true), http_only: o.boolean("http_only")?.unwrap_or(true), same_site: o.str("same_site")? })
+    }
+}
+
+impl HardeningConfig {
+    pub fn from_json(v: &Json, path: &str) -> Result<Self, String> {
+        const FIELDS: &[&str] = &["hsts", "content_type_options", "frame_options", "response_headers", "cookies", "max_request_body_bytes", "sanitize_forwarded_headers"];
+        let o = Obj::new(v, path, FIELDS)?;
+        Ok(Self {
+            hsts: o.str("hsts")?,
+            content_type_options: o.str("content_type_options")?,
+            frame_options: o.str("frame_options")?,
+            response_headers: o.string_map("response_headers")?,
+            cookies: o.get("cookies").map(|v| CookieConfig::from_json(v, &o.path("cookies"))).transpose()?,
+            max_request_body_bytes: o.int("max_request_body_bytes")?,
+            sanitize_forwarded_headers: o.boolean("sanitize_forwarded_headers")?.unwrap_or(false),
+        })
+    }
+}
+
+impl CollectorConfig {
+    fn from_json(v: &Json, path: &str) -> Result<Self, String> {
+        const FIELDS: &[&str] = &["cluster", "path", "authority", "batch_size", "flush_interval_ms", "timeout_ms", "max_buffer_bytes"];
+        let o = Obj::new(v, path, FIELDS)?;
+        Ok(Self {
+            cluster: o.str("cluster")?.ok_or_else(|| format!("{path}: missing field `cluster`"))?,
+            path: o.str("path")?,
+            authority: o.str("authority")?,
+            batch_size: o.int("batch_size")?,
+            flush_interval_ms: o.int("flush_interval_ms")?,
+            timeout_ms: o.int("timeout_ms")?,
+            max_buffer_bytes: o.int("max_buffer_bytes")?,
+        })
+    }
+}
+
+impl RequestLogConfig {
+    pub fn from_json(v: &Json, path: &str) -> Result<Self, String> {
+        let o = Obj::new(v, path, &["mode", "collector", "proxy_log"])?;
+        Ok(Self {
+            mode: o.str("mode")?,
+            collector: o.get("collector").map(|v| CollectorConfig::from_json(v, &o.path("collector"))).transpose()?,
+            proxy_log: o.boolean("proxy_log")?.unwrap_or(true),
+        })
+    }
 }
 
 /// The protection keys of the plugin configuration, as written.
@@ -318,7 +374,7 @@ fn key_source(key: Option<&str>, what: &str) -> Result<KeySource, Error> {
 
 fn limit(rps: f64, burst: Option<u32>, what: &str) -> Result<Limit, Error> {
     if !rps.is_finite() || rps <= 0.0 {
-        return Err(err(what, format!("requests_per_second must be > 0 (got {rps})")));
+        return Err(err(what, "requests_per_second must be a number above 0"));
     }
     // Default burst: one second's worth, at least 1.
     let burst = burst.unwrap_or_else(|| rps.ceil().clamp(1.0, f64::from(u32::MAX)) as u32);
