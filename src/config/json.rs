@@ -484,6 +484,29 @@ mod tests {
     }
 
     #[test]
+    fn every_prefix_and_byte_change_is_an_answer_not_a_panic() {
+        let doc = br#"{"directives_map":{"d":["SecRuleEngine On"]},"crs":{"paranoia_level":2,"exclusions":[{"rule_ids":[1],"tags":["t"]}],"tx":{"a":"\u00e9"}},"rate_limit":{"requests_per_second":1.5e0,"rules":[{"requests_per_second":2}]},"hardening":{"cookies":{"secure":false}},"request_log":{"collector":{"cluster":"c"}}}"#;
+        let cfg = crate::config::PluginConfig::parse(doc).unwrap();
+        assert_eq!(cfg.crs.as_ref().and_then(|c| c.paranoia_level), Some(2));
+        assert_eq!(cfg.crs.as_ref().and_then(|c| c.tx.get("a")).map(String::as_str), Some("é"));
+        assert_eq!(cfg.rate_limit.as_ref().and_then(|r| r.requests_per_second), Some(1.5));
+        assert_eq!(cfg.hardening.as_ref().and_then(|h| h.cookies.as_ref()).map(|c| (c.secure, c.http_only)), Some((false, true)));
+        assert_eq!(cfg.request_log.as_ref().map(|l| l.proxy_log), Some(true));
+        for end in 0..doc.len() {
+            let _ = crate::config::PluginConfig::parse(doc.get(..end).unwrap_or_default());
+        }
+        for i in 0..doc.len() {
+            for b in [b'"', b'{', b'}', b'[', b']', b',', b':', b'\\', b'0', b'-', b'e', b'n', 0xff, 0] {
+                let mut m = doc.to_vec();
+                if let Some(c) = m.get_mut(i) {
+                    *c = b;
+                }
+                let _ = crate::config::PluginConfig::parse(&m);
+            }
+        }
+    }
+
+    #[test]
     fn quoted_strings_read_back() {
         let s = "a\"b\\c\n\r\t\u{1}é/";
         let mut out = String::new();
