@@ -1196,10 +1196,15 @@ fn tx_set(t: &mut Transaction, key: &str, value: &[u8]) {
     note_write(t, key);
     t.tx_gen = t.tx_gen.wrapping_add(1);
     if let Some(slot) = t.tx.get_mut(key) {
+        if slot.as_slice() == value {
+            return;
+        }
+        undo_note(&mut t.tx_undo, &mut t.tx_undo_n, &mut t.tx_base, key, Some(slot));
         slot.clear();
         slot.extend_from_slice(value);
         return;
     }
+    undo_note(&mut t.tx_undo, &mut t.tx_undo_n, &mut t.tx_base, key, None);
     tx_insert_new(t, key, value);
 }
 
@@ -1218,6 +1223,7 @@ fn tx_remove(t: &mut Transaction, key: &str) {
     note_write(t, key);
     t.tx_gen = t.tx_gen.wrapping_add(1);
     if let Some(kv) = t.tx.remove_entry(key) {
+        undo_note(&mut t.tx_undo, &mut t.tx_undo_n, &mut t.tx_base, key, Some(&kv.1));
         super::recycle_tx_entry(&mut t.tx_free, kv);
     }
 }
@@ -1226,6 +1232,7 @@ fn tx_remove(t: &mut Transaction, key: &str) {
 fn tx_clear(t: &mut Transaction) {
     // Not a write a rule's effect can be made of (not during rules: see `pre_undo`).
     t.replay.written = None;
+    t.tx_base = None;
     t.tx_gen = t.tx_gen.wrapping_add(1);
     for kv in t.tx.drain() {
         super::recycle_tx_entry(&mut t.tx_free, kv);
@@ -1401,13 +1408,84 @@ pub(crate) fn pre_apply(t: &mut Transaction, rs: &std::sync::Arc<Ruleset>) {
         return;
     }
     let init = rs.init.get_or_init(|| prefix_tx(rs));
-    // Into the empty map: each key is new (the prefix's keys are distinct), one lookup each.
     t.tx_gen = t.tx_gen.wrapping_add(1);
-    t.tx.reserve(init.tx.len());
-    for (k, v) in &init.tx {
-        tx_insert_new(t, k, v);
-    }
     t.pre_upto = init.upto;
+    match t.tx_kept.take() {
+        // A map a finished transaction left at these values (see `Transaction::drop`).
+        Some(kept) => t.tx = kept,
+        None => {
+            // Into the empty map: each key is new (the prefix's keys are distinct), one lookup each.
+            t.tx.reserve(init.tx.len());
+            for (k, v) in &init.tx {
+                tx_insert_new(t, k, v);
+            }
+        }
+    }
+    t.tx_base = Some(rs.uid);
+    t.tx_undo_n = 0;
+}
+
+/// Notes, before `TX:key` changes, what it was (`old`: None when absent), so that the end of
+/// the transaction can put the map back to the rule set's initial variables (see
+/// `Transaction::tx_base`). Past a bound the map is emptied at the end instead.
+fn undo_note(undo: &mut Vec<super::TxUndo>, n: &mut usize, base: &mut Option<u64>, key: &str, old: Option<&[u8]>) {
+    if base.is_none() {
+        return;
+    }
+    if *n >= super::TX_UNDO_MAX {
+        *base = None;
+        return;
+    }
+    let fill = |u: &mut super::TxUndo| {
+        u.key.clear();
+        u.key.push_str(key);
+        u.old.clear();
+        u.old.extend_from_slice(old.unwrap_or_default());
+        u.existed = old.is_some();
+    };
+    match undo.get_mut(*n) {
+        Some(u) => fill(u),
+        None => {
+            let mut u = super::TxUndo::default();
+            fill(&mut u);
+            undo.push(u);
+        }
+    }
+    *n += 1;
+}
+
+/// Undoes the transaction's TX changes, last first: the map then holds the rule set's initial
+/// variables again, and its next transaction takes it instead of inserting them one by one
+/// (`pre_apply`). False when it cannot (no initial values, or changes not all noted).
+pub(crate) fn tx_restore(t: &mut Transaction) -> bool {
+    let n = std::mem::take(&mut t.tx_undo_n);
+    let mut undo = std::mem::take(&mut t.tx_undo);
+    let rs = t.rs.clone();
+    let restored = match rs.init.get().filter(|_| t.tx_base == Some(rs.uid)) {
+        Some(init) => {
+            for u in undo.iter().take(n).rev() {
+                if u.existed {
+                    match t.tx.get_mut(u.key.as_str()) {
+                        Some(v) => {
+                            v.clear();
+                            v.extend_from_slice(&u.old);
+                        }
+                        None => tx_insert_new(t, &u.key, &u.old),
+                    }
+                } else if let Some(kv) = t.tx.remove_entry(u.key.as_str()) {
+                    super::recycle_tx_entry(&mut t.tx_free, kv);
+                }
+            }
+            t.tx.len() == init.tx.len()
+        }
+        None => false,
+    };
+    // The buffers are kept for the next transactions: not a large value's.
+    for u in undo.iter_mut().take(n) {
+        u.bound();
+    }
+    t.tx_undo = undo;
+    restored
 }
 
 /// Runs phase 1's `Quick::Pre` rules on an empty request, in order, up to the first that

@@ -529,6 +529,38 @@ SecRule TX:copy "!@streq 5" "id:18,phase:1,deny,status:403"
 }
 
 #[test]
+fn the_next_transaction_starts_from_the_initial_tx_whatever_the_last_changed() {
+    // A finished transaction undoes its TX changes and leaves the map to the next one of its
+    // rule set (`eval::tx_restore`): changed, removed, re-added and new variables all go back.
+    let rs = rules(
+        r#"SecRuleEngine On
+SecAction "id:1,phase:1,pass,nolog,setvar:tx.a=1,setvar:tx.b=2,setvar:tx.c=3"
+SecRule REQUEST_HEADERS:X "@streq change" "id:2,phase:1,pass,nolog,setvar:tx.a=5,setvar:tx.a=6,setvar:!tx.b,setvar:tx.new=7,setvar:tx.b=8,setvar:!tx.c,setvar:tx.c=3"
+SecRule REQUEST_HEADERS:X "@streq same" "id:3,phase:1,pass,nolog,setvar:tx.a=1"
+SecRule REQUEST_HEADERS:X "@streq big" "id:4,phase:1,pass,nolog,setvar:tx.a=+1,setvar:tx.a=+1,setvar:tx.a=+1"
+"#,
+    );
+    let initial = |tx: &Transaction| tx.tx_vars().into_iter().map(|(k, v)| (k, String::from_utf8(v).unwrap())).collect::<Vec<_>>();
+    let want: Vec<(String, String)> = [("a", "1"), ("b", "2"), ("c", "3")].iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    for x in ["change", "same", "big", "change", "", "big"] {
+        let (i, tx) = tx_after(&rs, &[("X", x)]);
+        assert!(i.is_none());
+        match x {
+            "change" => assert_eq!(initial(&tx), [("a", "6"), ("b", "8"), ("c", "3"), ("new", "7")].map(|(k, v)| (k.to_string(), v.to_string()))),
+            "big" => assert_eq!(tx.tx_var("a"), Some(&b"4"[..])),
+            _ => assert_eq!(initial(&tx), want),
+        }
+        drop(tx);
+        // The next transaction takes the map put back, and it holds the initial values only.
+        let next = Transaction::new(rs.clone(), "next".into());
+        assert!(next.tx_kept.as_ref().is_some_and(|m| m.len() == want.len()), "after {x:?}");
+        drop(next);
+        let (_, tx) = tx_after(&rs, &[]);
+        assert_eq!(initial(&tx), want, "after {x:?}");
+    }
+}
+
+#[test]
 fn a_request_independent_rule_that_always_denies_still_denies() {
     // Rule 2 matches for every request: the prefix stops before it, so it denies (and logs)
     // each request, and rule 3 after it never runs.
