@@ -1480,10 +1480,12 @@ pub(crate) fn tx_restore(t: &mut Transaction) -> bool {
         }
         None => false,
     };
-    // The buffers are kept for the next transactions: not a large value's.
+    // The buffers are kept for the next transactions: not a large value's, nor more than
+    // `TX_UNDO_KEEP` of them (with `tx_free`, a spare keeps at most ~1.4 MB).
     for u in undo.iter_mut().take(n) {
         u.bound();
     }
+    undo.truncate(super::TX_UNDO_KEEP);
     t.tx_undo = undo;
     restored
 }

@@ -63,6 +63,8 @@ const TX_FREE_KEY_MAX: usize = 256;
 const TX_FREE_VALUE_MAX: usize = 4096;
 /// Most TX changes a transaction notes for undoing them (see `Transaction::tx_undo`).
 pub(crate) const TX_UNDO_MAX: usize = 256;
+/// Most undo buffers a finished transaction leaves to the next (a CRS GET needs ~13).
+pub(crate) const TX_UNDO_KEEP: usize = 64;
 
 /// What `TX:key` was before one change (see `Transaction::tx_undo`).
 #[derive(Debug, Default)]
