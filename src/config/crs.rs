@@ -49,7 +49,6 @@ impl CrsConfig {
     pub fn from_json(v: &Json, path: &str) -> Result<CrsConfig, String> {
         const FIELDS: &[&str] = &["paranoia_level", "detection_paranoia_level", "inbound_threshold", "outbound_threshold", "mode", "tx", "exclusions"];
         let o = Obj::new(v, path, FIELDS)?;
-        let at = o.path("exclusions");
         Ok(CrsConfig {
             paranoia_level: o.int("paranoia_level")?,
             detection_paranoia_level: o.int("detection_paranoia_level")?,
@@ -57,7 +56,7 @@ impl CrsConfig {
             outbound_threshold: o.int("outbound_threshold")?,
             mode: o.str("mode")?,
             tx: o.string_map("tx")?,
-            exclusions: o.array("exclusions")?.iter().enumerate().map(|(i, v)| Exclusion::from_json(v, &format!("{at}[{i}]"))).collect::<Result<_, _>>()?,
+            exclusions: o.each("exclusions", Exclusion::from_json)?,
         })
     }
 }

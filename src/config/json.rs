@@ -329,6 +329,12 @@ impl<'a> Obj<'a> {
         }
     }
 
+    /// An array's items, each read by `read` at its own path (empty when absent).
+    pub fn each<T>(&self, name: &str, read: impl Fn(&Json, &str) -> Result<T, String>) -> Result<Vec<T>, String> {
+        let at = self.path(name);
+        self.array(name)?.iter().enumerate().map(|(i, v)| read(v, &format!("{at}[{i}]"))).collect()
+    }
+
     /// An array of strings; None when absent.
     pub fn strings(&self, name: &str) -> Result<Option<Vec<String>>, String> {
         self.get(name).map(|v| strings(v, &self.path(name))).transpose()

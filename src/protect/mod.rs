@@ -142,11 +142,6 @@ pub struct RequestLogConfig {
     pub proxy_log: bool,
 }
 
-fn each<T>(o: &Obj, name: &str, read: impl Fn(&Json, &str) -> Result<T, String>) -> Result<Vec<T>, String> {
-    let at = o.path(name);
-    o.array(name)?.iter().enumerate().map(|(i, v)| read(v, &format!("{at}[{i}]"))).collect()
-}
-
 impl ClientIpConfig {
     pub fn from_json(v: &Json, path: &str) -> Result<Self, String> {
         let o = Obj::new(v, path, &["trusted_hops", "header"])?;
@@ -181,7 +176,7 @@ impl RateLimitConfig {
             requests_per_second: o.float("requests_per_second")?,
             burst: o.int("burst")?,
             key: o.str("key")?,
-            rules: each(&o, "rules", RateRuleConfig::from_json)?,
+            rules: o.each("rules", RateRuleConfig::from_json)?,
             max_clients: o.int("max_clients")?,
             status: o.int("status")?,
         })

@@ -54,22 +54,10 @@ impl Setup {
     }
 }
 
-/// Escapes a string as a JSON (and so YAML flow) string literal.
+/// Escapes a string as a JSON (and so YAML flow) string literal (the engine's request-log quoting).
 pub fn json_string(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
+    wafer::config::json::quote(&mut out, s);
     out
 }
 
