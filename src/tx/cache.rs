@@ -522,7 +522,7 @@ impl Interned {
     }
 
     /// The scan of this value, computed once.
-    pub fn scan(&self, cache: &std::cell::RefCell<Cache>, pf: &Prefilter) -> &Rc<Scan> {
+    pub fn scan(&self, cache: &CacheCell, pf: &Prefilter) -> &Rc<Scan> {
         self.scan.get_or_init(|| cache.borrow_mut().scan_rc(&self.raw, pf))
     }
 }
@@ -996,6 +996,11 @@ pub(crate) struct RawItem {
     pub key: Option<Rc<[u8]>>,
     pub v: Rc<Interned>,
 }
+
+/// A transaction's cache: boxed, so that handing it to and from the spares moves a pointer
+/// (its ~800 bytes were copied a few times per transaction), and taken out once when the
+/// transaction ends (see `Transaction::drop`).
+pub(crate) type CacheCell = std::cell::RefCell<std::mem::ManuallyDrop<Box<Cache>>>;
 
 pub(crate) struct Cache {
     /// Stable request bytes copied once into shared buffers (address -> copy).

@@ -17,6 +17,7 @@ pub(crate) mod time;
 pub mod persist;
 
 use std::collections::HashMap;
+use std::mem::ManuallyDrop;
 use std::sync::Arc;
 
 use crate::actions::AllowScope;
@@ -99,11 +100,11 @@ thread_local! {
     static SPARE: std::cell::RefCell<Vec<Spare>> = const { std::cell::RefCell::new(Vec::new()) };
     /// The emptied requests of transactions that ended (see [`Request::recycle`]; up to
     /// [`SPARES_MAX`]).
-    static SPARE_REQUEST: std::cell::RefCell<Vec<Request>> = const { std::cell::RefCell::new(Vec::new()) };
+    static SPARE_REQUEST: std::cell::RefCell<Vec<Box<Request>>> = const { std::cell::RefCell::new(Vec::new()) };
     /// Emptied memo tables of the request phases and of the response phases, each kept for the
     /// next transactions' same phases (see [`Transaction::end_request_phases`]; up to
     /// [`SPARES_MAX`] per side).
-    static SPARE_CACHES: std::cell::RefCell<[Vec<cache::Cache>; 2]> = const { std::cell::RefCell::new([Vec::new(), Vec::new()]) };
+    static SPARE_CACHES: std::cell::RefCell<[Vec<Box<cache::Cache>>; 2]> = const { std::cell::RefCell::new([Vec::new(), Vec::new()]) };
     /// The [`cache::Memo`]s of the last rule sets this thread ran (most recent last), shared
     /// by the transactions in flight.
     /// (Rule set uid, its memo).
@@ -111,7 +112,7 @@ thread_local! {
 }
 
 /// Keeps `req`, emptied, for a next transaction (see [`SPARE_REQUEST`]), unless the pool is full.
-pub(crate) fn recycle_request(mut req: Request) {
+pub(crate) fn recycle_request(mut req: Box<Request>) {
     let _ = SPARE_REQUEST.try_with(|s| {
         if let Ok(mut pool) = s.try_borrow_mut() {
             if pool.len() < SPARES_MAX {
@@ -155,16 +156,16 @@ const REQUEST_SIDE: usize = 0;
 const RESPONSE_SIDE: usize = 1;
 
 /// The spare cache of one side, or new tables sized for `rules` rules.
-fn spare_cache(side: usize, rules: usize) -> cache::Cache {
+fn spare_cache(side: usize, rules: usize) -> Box<cache::Cache> {
     SPARE_CACHES
         .try_with(|s| s.try_borrow_mut().ok().and_then(|mut s| s.get_mut(side).and_then(Vec::pop)))
         .ok()
         .flatten()
-        .unwrap_or_else(|| cache::Cache::sized(rules))
+        .unwrap_or_else(|| Box::new(cache::Cache::sized(rules)))
 }
 
 /// Keeps `c`, emptied, as a spare of its side (unless the pool is full or `c` grew too large).
-fn keep_cache(side: usize, mut c: cache::Cache) {
+fn keep_cache(side: usize, mut c: Box<cache::Cache>) {
     if !c.keepable() {
         return;
     }
@@ -203,8 +204,10 @@ fn spare(rules: usize, uid: u64) -> Spare {
 
 impl Drop for Transaction {
     fn drop(&mut self) {
-        keep_cache(self.cache_side, std::mem::take(self.cache.get_mut()));
-        let req = std::mem::take(&mut self.req);
+        // SAFETY: `cache` and `req` are taken here, once, and not used after: the rest of
+        // this function does not read them, and the fields' own drop does nothing.
+        keep_cache(self.cache_side, unsafe { ManuallyDrop::take(self.cache.get_mut()) });
+        let req = unsafe { ManuallyDrop::take(&mut self.req) };
         // The request becomes the memo's trace (see `replay`), or is recycled. The trace it
         // replaces recycles its own when the last transaction following it ends.
         let (spare, replaced) = match self.memo.try_borrow_mut() {
@@ -290,7 +293,7 @@ pub enum BodyAppend {
 pub struct Transaction {
     rs: Arc<Ruleset>,
     pub(crate) unique_id: String,
-    pub(crate) req: Request,
+    pub(crate) req: ManuallyDrop<Box<Request>>,
     /// The TX collection (lowercased keys).
     pub(crate) tx: TxMap,
     /// Emptied keys and values of TX variables of this and earlier transactions, reused for
@@ -332,7 +335,7 @@ pub struct Transaction {
     request_body_full: bool,
     response_body_full: bool,
     /// Memoized transformations, prefilter scans and libinjection verdicts.
-    cache: std::cell::RefCell<cache::Cache>,
+    cache: cache::CacheCell,
     /// Whose tables `cache` is: `REQUEST_SIDE`, or `RESPONSE_SIDE` once the request phases'
     /// were handed on after phase 2.
     cache_side: usize,
@@ -388,7 +391,7 @@ impl Transaction {
             request_body_access: s.request_body_access,
             rs: rs.clone(),
             unique_id,
-            req: SPARE_REQUEST.try_with(|s| s.try_borrow_mut().ok().and_then(|mut s| s.pop())).ok().flatten().unwrap_or_default(),
+            req: ManuallyDrop::new(SPARE_REQUEST.try_with(|s| s.try_borrow_mut().ok().and_then(|mut s| s.pop())).ok().flatten().unwrap_or_default()),
             tx,
             tx_kept,
             tx_free: spare.tx_free,
@@ -410,7 +413,7 @@ impl Transaction {
             phases_run: [false; 5],
             request_body_full: false,
             response_body_full: false,
-            cache: std::cell::RefCell::new(spare_cache(REQUEST_SIDE, rs.rule_count())),
+            cache: std::cell::RefCell::new(ManuallyDrop::new(spare_cache(REQUEST_SIDE, rs.rule_count()))),
             replay: replay::Replay::new(trace, rs.quick.rules),
             head_hits: false,
             memo,
@@ -565,8 +568,8 @@ impl Transaction {
         let cur = self.cache.get_mut();
         next.stats = cur.stats;
         next.group_stats = cur.group_stats.take();
-        let done = std::mem::replace(cur, next);
-        keep_cache(REQUEST_SIDE, done);
+        let done = std::mem::replace(cur, ManuallyDrop::new(next));
+        keep_cache(REQUEST_SIDE, ManuallyDrop::into_inner(done));
     }
 
     pub fn add_response_header(&mut self, name: &[u8], value: &[u8]) {

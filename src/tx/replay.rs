@@ -31,6 +31,7 @@
 //! trace). Bytes are compared exactly, never hashed: crafted input cannot make two requests
 //! look the same.
 
+use std::mem::ManuallyDrop;
 use std::rc::Rc;
 
 use super::request::Request;
@@ -39,7 +40,7 @@ use crate::compile::quick::Index;
 
 /// What the last finished transaction of a rule set on this thread read and did.
 pub(crate) struct Trace {
-    req: Request,
+    req: ManuallyDrop<Box<Request>>,
     /// By rule number, one bit each: the rule's first link had hits.
     hits: Vec<u64>,
     /// Phases (bit `p - 1`) whose rules all ran to the end of the list (no interruption,
@@ -300,7 +301,7 @@ impl Replay {
 
     /// The request of the trace this transaction follows (whether or not it still follows it).
     pub fn trace_request(&self) -> Option<&Request> {
-        self.base.as_ref().map(|b| &b.req)
+        self.base.as_ref().map(|b| &**b.req)
     }
 
     /// Follows no trace from now on (and takes nothing from it).
@@ -415,7 +416,7 @@ impl Replay {
     /// completed a phase and its request is small enough (`ix`: the rule set's records).
     /// Returns the request when it is not kept, and the trace it replaced (to be dropped
     /// once the memo is no longer borrowed: the last holder of a trace recycles its request).
-    pub fn publish(&mut self, req: Request, slot: &mut Option<Rc<Trace>>, ix: &Index) -> (Option<Request>, Option<Rc<Trace>>) {
+    pub fn publish(&mut self, req: Box<Request>, slot: &mut Option<Rc<Trace>>, ix: &Index) -> (Option<Box<Request>>, Option<Rc<Trace>>) {
         let base = self.base.take();
         if self.phases == 0 || req.retained_bytes() > KEPT_MAX {
             return (Some(req), None);
@@ -428,14 +429,15 @@ impl Replay {
                 heads.iter().zip(numbers).map(|(&h, &n)| if bit(&hits, n) { u64::MAX } else { h }).collect()
             })),
         };
-        let trace = Trace { req, hits, phases: self.phases, at: self.at, effects: std::mem::take(&mut self.effects), effects_at: self.effects_at, stops, runs: std::mem::take(&mut self.runs) };
+        let trace = Trace { req: ManuallyDrop::new(req), hits, phases: self.phases, at: self.at, effects: std::mem::take(&mut self.effects), effects_at: self.effects_at, stops, runs: std::mem::take(&mut self.runs) };
         (None, slot.replace(Rc::new(trace)))
     }
 }
 
 impl Drop for Trace {
     fn drop(&mut self) {
-        super::recycle_request(std::mem::take(&mut self.req));
+        // SAFETY: taken once, here; the field's own drop does nothing.
+        super::recycle_request(unsafe { ManuallyDrop::take(&mut self.req) });
     }
 }
 
