@@ -100,6 +100,15 @@ pub(crate) fn parse_map(buf: &[u8]) -> Option<Vec<[usize; 4]>> {
     Some(spans)
 }
 
+/// Host bytes as text: borrowed when valid UTF-8 (checked a word at a time; the lossy
+/// conversion's own check goes byte by byte), else converted lossily.
+pub(crate) fn text(b: &[u8]) -> std::borrow::Cow<'_, str> {
+    match std::str::from_utf8(b) {
+        Ok(s) => std::borrow::Cow::Borrowed(s),
+        Err(_) => String::from_utf8_lossy(b),
+    }
+}
+
 /// A property such as `["request", "protocol"]`; `None` when the host has no value.
 pub(crate) fn property(path: &[&str]) -> Option<Bytes> {
     hostcalls::get_property(path.to_vec()).ok().flatten()

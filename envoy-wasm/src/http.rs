@@ -366,7 +366,7 @@ impl HttpContext for WaferHttp {
             None => b"",
         };
         if let (Some(p), Some(ps)) = (shared.waf.protect(), shared.protect.as_ref()) {
-            let id = String::from_utf8_lossy(request_id);
+            let id = host::text(request_id);
             let (state, reply) = crate::protect::request_headers(ps, p, &headers.to_owned_pairs(), &id);
             let state = self.protect.insert(Box::new(state));
             if let Some(reply) = reply {
@@ -380,14 +380,14 @@ impl HttpContext for WaferHttp {
                 return Action::Continue;
             }
         }
-        let Some(ruleset) = shared.waf.ruleset_for(&String::from_utf8_lossy(authority.unwrap_or_default())) else {
+        let Some(ruleset) = shared.waf.ruleset_for(&host::text(authority.unwrap_or_default())) else {
             return Action::Continue;
         };
         shared.metrics.transaction();
         self.unique_id = if request_id.is_empty() {
             self.fallback_id()
         } else {
-            String::from_utf8_lossy(request_id).into_owned()
+            host::text(request_id).into_owned()
         };
         let persistent = ruleset.uses_persistent_collections();
         let (connection, server) = (ruleset.mentions.connection, ruleset.mentions.server);
@@ -421,8 +421,8 @@ impl HttpContext for WaferHttp {
             .filter(|p| !p.is_empty())
             .unwrap_or_else(|| "HTTP/1.1".to_string());
         tx.process_uri(
-            &String::from_utf8_lossy(path),
-            &String::from_utf8_lossy(method),
+            &host::text(path),
+            &host::text(method),
             &self.protocol,
         );
         // Envoy turns HTTP/1.1 `Host` into `:authority` (an empty Host stays an empty

@@ -175,12 +175,14 @@ impl Waf {
     /// `per_authority_directives` (with or without port), else the default.
     /// `None`: no rules apply, pass the request through.
     pub fn ruleset_for(&self, authority: &str) -> Option<Arc<Ruleset>> {
-        let a = authority.to_ascii_lowercase();
-        let host = a.rsplit_once(':').filter(|(_, p)| p.bytes().all(|b| b.is_ascii_digit())).map(|(h, _)| h).unwrap_or(&a);
+        if self.per_authority.is_empty() {
+            return self.default.clone();
+        }
+        let host = authority.rsplit_once(':').filter(|(_, p)| p.bytes().all(|b| b.is_ascii_digit())).map_or(authority, |(h, _)| h);
         self.per_authority
             .iter()
-            .find(|(k, _)| *k == a)
-            .or_else(|| self.per_authority.iter().find(|(k, _)| k == host))
+            .find(|(k, _)| k.eq_ignore_ascii_case(authority))
+            .or_else(|| self.per_authority.iter().find(|(k, _)| k.eq_ignore_ascii_case(host)))
             .map(|(_, rs)| rs.clone())
             .or_else(|| self.default.clone())
     }
