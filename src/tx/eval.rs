@@ -1027,6 +1027,17 @@ fn recycle<'b>(mut v: Vec<Value<'_>>) -> Vec<Value<'b>> {
     v.into_iter().filter_map(|_| None).collect()
 }
 
+/// Every bit of `Transaction::tx_digits`: each capture slot possibly present.
+pub(crate) const ALL_DIGITS: u16 = (1 << 10) - 1;
+
+/// The bit of `Transaction::tx_digits` for `key` when it is a capture slot (`0` .. `9`), else 0.
+fn digit_bit(key: &str) -> u16 {
+    match key.as_bytes() {
+        [d @ b'0'..=b'9'] => 1 << (d - b'0'),
+        _ => 0,
+    }
+}
+
 /// `TX:0` .. `TX:9`, the capture slots.
 const CAPTURE_KEYS: [&str; 10] = DIGITS;
 
@@ -1210,6 +1221,7 @@ fn tx_set(t: &mut Transaction, key: &str, value: &[u8]) {
 
 /// Adds `TX:key`, known absent, in a recycled key and value (see `Transaction::tx_free`).
 fn tx_insert_new(t: &mut Transaction, key: &str, value: &[u8]) {
+    t.tx_digits |= digit_bit(key);
     let (mut k, mut v) = t.tx_free.pop().unwrap_or_default();
     k.clear();
     k.push_str(key);
@@ -1222,6 +1234,12 @@ fn tx_insert_new(t: &mut Transaction, key: &str, value: &[u8]) {
 fn tx_remove(t: &mut Transaction, key: &str) {
     note_write(t, key);
     t.tx_gen = t.tx_gen.wrapping_add(1);
+    // A capture slot known absent needs no lookup.
+    let digit = digit_bit(key);
+    if digit != 0 && t.tx_digits & digit == 0 {
+        return;
+    }
+    t.tx_digits &= !digit;
     if let Some(kv) = t.tx.remove_entry(key) {
         undo_note(&mut t.tx_undo, &mut t.tx_undo_n, &mut t.tx_base, key, Some(&kv.1));
         super::recycle_tx_entry(&mut t.tx_free, kv);
@@ -1234,6 +1252,7 @@ fn tx_clear(t: &mut Transaction) {
     t.replay.written = None;
     t.tx_base = None;
     t.tx_gen = t.tx_gen.wrapping_add(1);
+    t.tx_digits = 0;
     for kv in t.tx.drain() {
         super::recycle_tx_entry(&mut t.tx_free, kv);
     }
@@ -1412,7 +1431,10 @@ pub(crate) fn pre_apply(t: &mut Transaction, rs: &std::sync::Arc<Ruleset>) {
     t.pre_upto = init.upto;
     match t.tx_kept.take() {
         // A map a finished transaction left at these values (see `Transaction::drop`).
-        Some(kept) => t.tx = kept,
+        Some(kept) => {
+            t.tx = kept;
+            t.tx_digits = ALL_DIGITS;
+        }
         None => {
             // Into the empty map: each key is new (the prefix's keys are distinct), one lookup each.
             t.tx.reserve(init.tx.len());

@@ -362,6 +362,10 @@ pub struct Transaction {
     pub(crate) pre_upto: usize,
     /// Bumped by every change to `tx` (`eval::tx_set`, `tx_remove`, `tx_clear`: the only ones).
     pub(crate) tx_gen: u32,
+    /// Bit i clear: `TX:i` (a capture slot) is known absent, so clearing it needs no lookup
+    /// (a capturing rule clears the slots its match did not fill: 9 per header for 920450).
+    /// Set by every insertion of the key, and whenever the map is taken whole.
+    pub(crate) tx_digits: u16,
     /// Per `Quick::TxNum` key id: (`tx_gen` when read, the number), see `eval::tx_num`.
     pub(crate) tx_nums: [std::cell::Cell<(u32, Option<i64>)>; TX_NUMS],
     /// Following the last transaction's trace, and making this one's (see [`replay`]).
@@ -428,6 +432,7 @@ impl Transaction {
             collections: Vec::new(),
             pre_upto: 0,
             tx_gen: 1,
+            tx_digits: eval::ALL_DIGITS,
             tx_nums: Default::default(),
         }
     }

@@ -472,6 +472,26 @@ fn each_hit_of_a_capturing_link_has_its_own_captures() {
     assert_eq!(blocked_by(&rs, "GET", "/?a=v1&b=v3&c=v2", &[], b""), Some(4));
 }
 
+#[test]
+fn a_capture_clears_the_slots_it_does_not_fill_however_they_were_written() {
+    // TX:3 written by a setvar, TX:2 by a two-group capture: the one-group capture of rule 3
+    // (TX:0 and TX:1) must remove both. Run several times so that later transactions follow
+    // the first ones' traces (their effects redone).
+    let rs = rules(concat!(
+        "SecRuleEngine On\n",
+        "SecAction \"id:1,phase:1,pass,nolog,setvar:tx.3=stale\"\n",
+        "SecRule ARGS:a \"@rx ^(x)(y)$\" \"id:2,phase:2,pass,nolog,capture\"\n",
+        "SecRule ARGS:b \"@rx ^(z)$\" \"id:3,phase:2,pass,nolog,capture\"\n",
+        "SecRule TX:2|TX:3 \"@rx .\" \"id:4,phase:2,deny,status:403\"\n",
+        "SecRule TX:1 \"@streq z\" \"id:5,phase:2,deny,status:403\"\n",
+    ));
+    for round in 0..4 {
+        for (uri, want) in [("/?a=xy&b=z", 5), ("/?a=xy&b=q", 4), ("/?a=no&b=z", 5), ("/?a=no&b=q", 4)] {
+            assert_eq!(blocked_by(&rs, "GET", uri, &[], b""), Some(want), "{uri}, round {round}");
+        }
+    }
+}
+
 /// Runs phase 1 (and 2 when phase 1 passes) of a GET with `headers`; returns the transaction.
 fn tx_after(rs: &Arc<Ruleset>, headers: &[(&str, &str)]) -> (Option<Interruption>, Transaction) {
     let mut tx = Transaction::new(rs.clone(), "test-pre".into());
