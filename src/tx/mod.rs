@@ -100,10 +100,14 @@ thread_local! {
     static SPARE: std::cell::RefCell<Vec<Spare>> = const { std::cell::RefCell::new(Vec::new()) };
     /// The emptied requests of transactions that ended (see [`Request::recycle`]; up to
     /// [`SPARES_MAX`]).
+    // Boxed: taking one out and putting it back moves a pointer, not the ~900-byte request.
+    #[allow(clippy::vec_box)]
     static SPARE_REQUEST: std::cell::RefCell<Vec<Box<Request>>> = const { std::cell::RefCell::new(Vec::new()) };
     /// Emptied memo tables of the request phases and of the response phases, each kept for the
     /// next transactions' same phases (see [`Transaction::end_request_phases`]; up to
     /// [`SPARES_MAX`] per side).
+    // Boxed for the same reason (see `cache::CacheCell`).
+    #[allow(clippy::vec_box)]
     static SPARE_CACHES: std::cell::RefCell<[Vec<Box<cache::Cache>>; 2]> = const { std::cell::RefCell::new([Vec::new(), Vec::new()]) };
     /// The [`cache::Memo`]s of the last rule sets this thread ran (most recent last), shared
     /// by the transactions in flight.
