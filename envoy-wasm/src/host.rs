@@ -17,18 +17,24 @@ pub(crate) fn header_pairs(map: MapType) -> Option<Vec<(String, Bytes)>> {
     Some(header_map(map)?.to_owned_pairs())
 }
 
-/// A header map as the host serialized it, read in place: one buffer, no copy per header
-/// (the SDK's `get_map_bytes` allocates two buffers per header and panics on a status other
-/// than `Ok`, on a non-UTF-8 name or on a malformed buffer).
+/// A header map as the host serialized it, read in place: one buffer, no copy per header and
+/// no allocation besides the host's buffer (the SDK's `get_map_bytes` allocates two buffers
+/// per header and panics on a status other than `Ok`, on a non-UTF-8 name or on a malformed
+/// buffer).
 pub(crate) struct HeaderMap {
     buf: Bytes,
-    /// (name start, name end, value start, value end) in `buf`, all checked by [`parse_map`].
-    spans: Vec<[usize; 4]>,
+    /// The number of pairs, all checked by [`parse_map`].
+    n: usize,
 }
 
 impl HeaderMap {
     pub(crate) fn pairs(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
-        self.spans.iter().filter_map(|&[a, b, c, d]| Some((self.buf.get(a..b)?, self.buf.get(c..d)?)))
+        let mut p = 4 + self.n * 8;
+        (0..self.n).map_while(move |i| {
+            let (pair, next) = pair_at(&self.buf, i, p)?;
+            p = next;
+            Some(pair)
+        })
     }
 
     /// The pairs as owned copies (names that are not UTF-8 converted lossily).
@@ -60,44 +66,50 @@ pub(crate) fn header_map(map: MapType) -> Option<HeaderMap> {
             return None;
         }
         if data.is_null() {
-            return Some(HeaderMap { buf: Vec::new(), spans: Vec::new() });
+            return Some(HeaderMap { buf: Vec::new(), n: 0 });
         }
         Vec::from_raw_parts(data, size, size)
     };
-    let spans = parse_map(&buf)?;
-    Some(HeaderMap { buf, spans })
+    let n = parse_map(&buf)?;
+    Some(HeaderMap { buf, n })
 }
 
-/// Parses the proxy-wasm map serialization: `u32` count N, N pairs of `u32` (name length,
-/// value length), then each name and value followed by a NUL. `None` when the buffer does
-/// not hold what it announces.
-pub(crate) fn parse_map(buf: &[u8]) -> Option<Vec<[usize; 4]>> {
+/// Checks the proxy-wasm map serialization: `u32` count N, N pairs of `u32` (name length,
+/// value length), then each name and value followed by a NUL. The number of pairs, or `None`
+/// when the buffer does not hold what it announces.
+pub(crate) fn parse_map(buf: &[u8]) -> Option<usize> {
     if buf.is_empty() {
-        return Some(Vec::new());
+        return Some(0);
     }
-    let u32_at = |at: usize| -> Option<usize> {
-        let b = buf.get(at..at.checked_add(4)?)?;
-        Some(u32::from_le_bytes([*b.first()?, *b.get(1)?, *b.get(2)?, *b.get(3)?]) as usize)
-    };
-    let n = u32_at(0)?;
+    let n = u32_at(buf, 0)?;
     let mut p = n.checked_mul(8)?.checked_add(4)?;
     if p > buf.len() {
         return None;
     }
-    let mut spans = Vec::with_capacity(n);
     for i in 0..n {
-        let name_len = u32_at(4 + i * 8)?;
-        let value_len = u32_at(8 + i * 8)?;
-        let name = [p, p.checked_add(name_len)?];
-        p = name[1].checked_add(1)?;
-        let value = [p, p.checked_add(value_len)?];
-        p = value[1].checked_add(1)?;
-        if p > buf.len() {
-            return None;
-        }
-        spans.push([name[0], name[1], value[0], value[1]]);
+        p = pair_at(buf, i, p)?.1;
     }
-    Some(spans)
+    Some(n)
+}
+
+fn u32_at(buf: &[u8], at: usize) -> Option<usize> {
+    let b = buf.get(at..at.checked_add(4)?)?;
+    Some(u32::from_le_bytes([*b.first()?, *b.get(1)?, *b.get(2)?, *b.get(3)?]) as usize)
+}
+
+/// Pair `i` of a serialized map whose data for it starts at `p`, and where the next pair's
+/// starts; `None` when the buffer is too short.
+fn pair_at(buf: &[u8], i: usize, p: usize) -> Option<((&[u8], &[u8]), usize)> {
+    let name_len = u32_at(buf, i.checked_mul(8)?.checked_add(4)?)?;
+    let value_len = u32_at(buf, i.checked_mul(8)?.checked_add(8)?)?;
+    let name_end = p.checked_add(name_len)?;
+    let value_start = name_end.checked_add(1)?;
+    let value_end = value_start.checked_add(value_len)?;
+    let next = value_end.checked_add(1)?;
+    if next > buf.len() {
+        return None;
+    }
+    Some(((buf.get(p..name_end)?, buf.get(value_start..value_end)?), next))
 }
 
 /// Host bytes as text: borrowed when valid UTF-8 (checked a word at a time; the lossy
@@ -224,12 +236,12 @@ mod tests {
         let pairs: &[(&[u8], &[u8])] =
             &[(b":path", b"/a?b=1"), (b"x-empty", b""), (b"\xff\xfe", b"\x00bin\xff"), (b"a", b"1"), (b"a", b"2")];
         let buf = serialize(pairs);
-        let m = HeaderMap { spans: parse_map(&buf).unwrap(), buf };
+        let m = HeaderMap { n: parse_map(&buf).unwrap(), buf };
         assert_eq!(m.pairs().collect::<Vec<_>>(), pairs.to_vec());
         assert_eq!(m.get(b"a"), Some(&b"1"[..]));
         assert_eq!(m.get(b"b"), None);
-        assert_eq!(parse_map(b""), Some(Vec::new()));
-        assert_eq!(parse_map(&0u32.to_le_bytes()), Some(Vec::new()));
+        assert_eq!(parse_map(b""), Some(0));
+        assert_eq!(parse_map(&0u32.to_le_bytes()), Some(0));
     }
 
     #[test]

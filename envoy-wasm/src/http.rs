@@ -26,6 +26,7 @@
 //! local reply travels back through this filter's response callbacks, which then let it pass;
 //! after a response-side one the upstream response stays held.
 
+use std::borrow::Cow;
 use std::rc::Rc;
 
 use proxy_wasm::traits::{Context, HttpContext};
@@ -57,8 +58,8 @@ pub(crate) struct WaferHttp {
     shared: Option<Rc<Shared>>,
     /// `None` when there is no rule set for this stream: every callback continues.
     tx: Option<Transaction>,
-    unique_id: String,
-    protocol: String,
+    /// `HTTP/1.1` unless the host said otherwise (no allocation for the default).
+    protocol: Cow<'static, str>,
     request_body: Body,
     response_body: Body,
     interrupted: Option<Side>,
@@ -72,8 +73,7 @@ impl WaferHttp {
             context_id,
             shared,
             tx: None,
-            unique_id: String::new(),
-            protocol: String::new(),
+            protocol: Cow::Borrowed(""),
             request_body: Body::Idle,
             response_body: Body::Idle,
             interrupted: None,
@@ -81,10 +81,15 @@ impl WaferHttp {
         }
     }
 
+    /// The stream's unique id (see [`stream_id`]).
+    fn id(&self) -> &str {
+        stream_id(&self.tx)
+    }
+
     fn count_error(&self, what: &str) {
         host::log(
             LogLevel::Error,
-            &format!("wafer: [{}] {what}", self.unique_id),
+            &format!("wafer: [{}] {what}", self.id()),
         );
         if let Some(shared) = &self.shared {
             shared.metrics.error();
@@ -137,7 +142,7 @@ impl WaferHttp {
                 };
                 (
                     status,
-                    format!("Request blocked by wafer (id {}).\n", self.unique_id),
+                    format!("Request blocked by wafer (id {}).\n", self.id()),
                 )
             }
         };
@@ -149,7 +154,7 @@ impl WaferHttp {
             LogLevel::Info,
             &format!(
                 "wafer: [{}] interrupted in {side:?} with status {status} (rule {rule})",
-                self.unique_id
+                self.id()
             ),
         );
         if !host::send_local_reply(u32::from(status), &headers, body.as_bytes()) {
@@ -295,7 +300,7 @@ impl WaferHttp {
         let state = self.protect.as_mut()?;
         let reply = state.request_body(ps, p, body_size, cumulative)?;
         self.interrupted = Some(Side::Request);
-        let sent = self.protect.as_ref().is_some_and(|s| s.send(&reply, &self.unique_id));
+        let sent = self.protect.as_ref().is_some_and(|s| s.send(&reply, self.id()));
         if !sent {
             self.count_error("could not send the local reply");
         }
@@ -308,7 +313,7 @@ impl WaferHttp {
         let (Some(p), Some(ps)) = (shared.waf.protect(), shared.protect.as_ref()) else { return };
         let waf = self.tx.as_ref().is_some_and(|tx| tx.interruption().is_some());
         if let Some(state) = self.protect.as_mut() {
-            state.response_headers(ps, p, waf, &self.unique_id);
+            state.response_headers(ps, p, waf, stream_id(&self.tx));
         }
     }
 
@@ -320,6 +325,11 @@ impl WaferHttp {
             _ => Action::Pause,
         }
     }
+}
+
+/// The id of a stream: its transaction's (which owns it); empty without one.
+fn stream_id(tx: &Option<Transaction>) -> &str {
+    tx.as_ref().map_or("", Transaction::unique_id)
 }
 
 impl Context for WaferHttp {}
@@ -384,7 +394,7 @@ impl HttpContext for WaferHttp {
             return Action::Continue;
         };
         shared.metrics.transaction();
-        self.unique_id = if request_id.is_empty() {
+        let unique_id = if request_id.is_empty() {
             self.fallback_id()
         } else {
             host::text(request_id).into_owned()
@@ -392,7 +402,7 @@ impl HttpContext for WaferHttp {
         let persistent = ruleset.uses_persistent_collections();
         let (connection, server) = (ruleset.mentions.connection, ruleset.mentions.server);
         let wants_protocol = ruleset.mentions.protocol;
-        let mut tx = Transaction::new(ruleset, self.unique_id.clone());
+        let mut tx = Transaction::new(ruleset, unique_id);
         if persistent {
             tx.set_collection_store(std::sync::Arc::new(crate::protect::SharedCollections));
         }
@@ -417,9 +427,9 @@ impl HttpContext for WaferHttp {
         self.protocol = (wants_protocol || chunked_guess)
             .then(|| host::property(&["request", "protocol"]))
             .flatten()
-            .map(|p| String::from_utf8_lossy(&p).into_owned())
             .filter(|p| !p.is_empty())
-            .unwrap_or_else(|| "HTTP/1.1".to_string());
+            .map(|p| Cow::Owned(String::from_utf8(p).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())))
+            .unwrap_or(Cow::Borrowed("HTTP/1.1"));
         tx.process_uri(
             &host::text(path),
             &host::text(method),
@@ -535,7 +545,7 @@ impl HttpContext for WaferHttp {
         if let (Some(state), Some(shared)) = (self.protect.as_mut(), self.shared.as_ref()) {
             if let (Some(p), Some(ps)) = (shared.waf.protect(), shared.protect.as_ref()) {
                 let waf = self.tx.as_ref().is_some_and(|tx| tx.interruption().is_some());
-                state.log(ps, p, &self.unique_id, waf, self.tx.is_some());
+                state.log(ps, p, stream_id(&self.tx), waf, self.tx.is_some());
             }
         }
     }

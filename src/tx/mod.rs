@@ -441,6 +441,11 @@ impl Transaction {
         }
     }
 
+    /// The id given to [`Transaction::new`] (`UNIQUE_ID`).
+    pub fn unique_id(&self) -> &str {
+        &self.unique_id
+    }
+
     /// Gives the transaction a store for persistent collections (`initcol`). Hosts call it
     /// only when [`Ruleset::uses_persistent_collections`] says a rule needs one.
     pub fn set_collection_store(&mut self, store: Arc<dyn persist::CollectionStore>) {
