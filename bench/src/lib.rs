@@ -71,7 +71,7 @@ pub fn attack_get() -> Request {
 pub fn run(waf: &Waf, req: &Request) -> Option<u16> {
     let host = req.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case("host")).map(|(_, v)| v.as_str()).unwrap_or("");
     let rs: Arc<_> = waf.ruleset_for(host)?;
-    let mut tx = Transaction::new(rs, "bench".into());
+    let mut tx = Transaction::with_id(rs, "bench");
     tx.process_connection("127.0.0.1", 40000, "127.0.0.1", 8080);
     tx.process_uri(&req.uri, &req.method, "HTTP/1.1");
     for (k, v) in &req.headers {

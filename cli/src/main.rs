@@ -333,7 +333,7 @@ fn run_req_with(req: &Req, extra: Option<&(String, String)>, print: bool, profil
         println!("no rule set applies to {host}: pass");
         return Ok(());
     };
-    let mut tx = Transaction::new(rs.clone(), "cli-1".into());
+    let mut tx = Transaction::with_id(rs.clone(), "cli-1");
     if profile.is_some() {
         tx.enable_profile();
     }

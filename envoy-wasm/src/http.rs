@@ -394,15 +394,11 @@ impl HttpContext for WaferHttp {
             return Action::Continue;
         };
         shared.metrics.transaction();
-        let unique_id = if request_id.is_empty() {
-            self.fallback_id()
-        } else {
-            host::text(request_id).into_owned()
-        };
+        let unique_id = if request_id.is_empty() { Cow::Owned(self.fallback_id()) } else { host::text(request_id) };
         let persistent = ruleset.uses_persistent_collections();
         let (connection, server) = (ruleset.mentions.connection, ruleset.mentions.server);
         let wants_protocol = ruleset.mentions.protocol;
-        let mut tx = Transaction::new(ruleset, unique_id);
+        let mut tx = Transaction::with_id(ruleset, &unique_id);
         if persistent {
             tx.set_collection_store(std::sync::Arc::new(crate::protect::SharedCollections));
         }

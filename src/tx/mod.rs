@@ -113,6 +113,9 @@ thread_local! {
     /// by the transactions in flight.
     /// (Rule set uid, its memo).
     static MEMOS: std::cell::RefCell<Vec<(u64, SharedMemo)>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// The emptied `unique_id`s of transactions that ended (see [`Transaction::with_id`]; up
+    /// to [`SPARES_MAX`]).
+    static SPARE_ID: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// Keeps `req`, emptied, for a next transaction (see [`SPARE_REQUEST`]), unless the pool is full.
@@ -219,8 +222,19 @@ impl Drop for Transaction {
             Err(_) => (Some(req), None),
         };
         drop(replaced);
+        self.replay.recycle();
         if let Some(req) = spare {
             recycle_request(req);
+        }
+        let id = std::mem::take(&mut self.unique_id);
+        if id.capacity() <= 256 {
+            let _ = SPARE_ID.try_with(|s| {
+                if let Ok(mut pool) = s.try_borrow_mut() {
+                    if pool.len() < SPARES_MAX {
+                        pool.push(id);
+                    }
+                }
+            });
         }
         let values = self.values_scratch.get_mut();
         if self.tx.capacity() > 1024 || values.capacity() > 4096 || !self.hit_pool.small() {
@@ -439,6 +453,15 @@ impl Transaction {
             tx_digits: eval::ALL_DIGITS,
             tx_nums: Default::default(),
         }
+    }
+
+    /// [`Transaction::new`] with a copy of `unique_id` in the buffer of an ended transaction's
+    /// id (no allocation per request).
+    pub fn with_id(rs: Arc<Ruleset>, unique_id: &str) -> Transaction {
+        let mut id = SPARE_ID.try_with(|s| s.try_borrow_mut().ok().and_then(|mut s| s.pop())).ok().flatten().unwrap_or_default();
+        id.clear();
+        id.push_str(unique_id);
+        Transaction::new(rs, id)
     }
 
     /// The id given to [`Transaction::new`] (`UNIQUE_ID`).

@@ -201,7 +201,21 @@ pub(crate) type ChangedHeader = (usize, Option<[u64; 4]>);
 impl Replay {
     /// Following `base` (the last transaction's trace), for a rule set of `rules` rules.
     pub fn new(base: Option<Rc<Trace>>, rules: usize) -> Replay {
-        Replay { same: base.is_some(), base, hits: vec![0; rules.div_ceil(64)], next: 1, ..Replay::default() }
+        let mut hits = SPARE_HITS.try_with(|s| s.take()).unwrap_or_default();
+        hits.clear();
+        hits.resize(rules.div_ceil(64), 0);
+        let headers = SPARE_HEADERS.try_with(|s| s.take()).unwrap_or_default();
+        Replay { same: base.is_some(), base, hits, headers, next: 1, ..Replay::default() }
+    }
+
+    /// At the end of the transaction: its list of changed headers (one allocation per request
+    /// otherwise: a new `x-request-id` in each) is kept, emptied, for the next one.
+    pub fn recycle(&mut self) {
+        let mut headers = std::mem::take(&mut self.headers);
+        if headers.capacity() <= 64 {
+            headers.clear();
+            let _ = SPARE_HEADERS.try_with(|s| s.set(headers));
+        }
     }
 
     /// Phase `phase` starts with the request as it is now; `follow`: replaying is allowed
@@ -429,9 +443,34 @@ impl Replay {
                 heads.iter().zip(numbers).map(|(&h, &n)| if bit(&hits, n) { u64::MAX } else { h }).collect()
             })),
         };
-        let trace = Trace { req: ManuallyDrop::new(req), hits, phases: self.phases, at: self.at, effects: std::mem::take(&mut self.effects), effects_at: self.effects_at, stops, runs: std::mem::take(&mut self.runs) };
+        // The trace replaced, when no transaction follows it any more, is overwritten in its
+        // allocation (no Rc freed and made per request); its hits become the next
+        // transaction's (see `Replay::new`), its request is recycled.
+        let effects = std::mem::take(&mut self.effects);
+        let runs = std::mem::take(&mut self.runs);
+        if let Some(old) = slot.as_mut().and_then(Rc::get_mut) {
+            let old_req = std::mem::replace(&mut old.req, ManuallyDrop::new(req));
+            super::recycle_request(ManuallyDrop::into_inner(old_req));
+            let old_hits = std::mem::replace(&mut old.hits, hits);
+            let _ = SPARE_HITS.try_with(|s| s.set(old_hits));
+            old.phases = self.phases;
+            old.at = self.at;
+            old.effects = effects;
+            old.effects_at = self.effects_at;
+            old.stops = stops;
+            old.runs = runs;
+            return (None, None);
+        }
+        let trace = Trace { req: ManuallyDrop::new(req), hits, phases: self.phases, at: self.at, effects, effects_at: self.effects_at, stops, runs };
         (None, slot.replace(Rc::new(trace)))
     }
+}
+
+thread_local! {
+    /// The hits' allocation of a trace that was replaced, for the next `Replay::new`.
+    static SPARE_HITS: std::cell::Cell<Vec<u64>> = const { std::cell::Cell::new(Vec::new()) };
+    /// The changed headers' allocation of an ended transaction (see `Replay::recycle`).
+    static SPARE_HEADERS: std::cell::Cell<Vec<ChangedHeader>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
 impl Drop for Trace {

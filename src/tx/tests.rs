@@ -83,6 +83,22 @@ fn log_lines_carry_modsecurity_fields() {
 }
 
 #[test]
+fn each_transaction_logs_its_own_unique_id_when_ids_are_recycled() {
+    // `with_id` copies the id into an ended transaction's buffer: a longer id before a
+    // shorter one must not leave its tail, nor the earlier id stay.
+    let rs = rules("SecRuleEngine On\nSecRule REQUEST_URI \"@contains /admin\" \"id:1,phase:1,deny,log,msg:'id %{UNIQUE_ID}'\"");
+    for id in ["a-very-long-request-id-0123456789abcdef", "short", "", "short-2"] {
+        let mut tx = Transaction::with_id(rs.clone(), id);
+        assert_eq!(tx.unique_id(), id);
+        tx.process_uri("/admin", "GET", "HTTP/1.1");
+        assert!(tx.process_request_headers().is_some());
+        let logs = tx.take_log_lines();
+        assert_eq!(logs.len(), 1);
+        assert!(logs[0].contains(&format!("[msg \"id {id}\"]")) && logs[0].contains(&format!("[unique_id \"{id}\"]")), "{id}: {}", logs[0]);
+    }
+}
+
+#[test]
 fn detection_only_logs_but_does_not_interrupt() {
     let rs = rules("SecRuleEngine DetectionOnly\nSecRule REQUEST_URI \"@contains /admin\" \"id:1,phase:1,deny,log\"");
     let (i, logs) = run(&rs, "GET", "/admin", &[], b"");
