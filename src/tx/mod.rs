@@ -118,6 +118,25 @@ thread_local! {
     static SPARE_ID: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
+/// A thread's pool of spare buffers of one kind.
+type Pool<T> = std::thread::LocalKey<std::cell::RefCell<Vec<T>>>;
+
+/// The last spare kept in `pool`, if any.
+fn take_spare<T: 'static>(pool: &'static Pool<T>) -> Option<T> {
+    pool.try_with(|s| s.try_borrow_mut().ok().and_then(|mut s| s.pop())).ok().flatten()
+}
+
+/// Keeps `item` in `pool`, unless the pool already holds [`SPARES_MAX`].
+fn keep_spare<T: 'static>(pool: &'static Pool<T>, item: T) {
+    let _ = pool.try_with(|s| {
+        if let Ok(mut pool) = s.try_borrow_mut() {
+            if pool.len() < SPARES_MAX {
+                pool.push(item);
+            }
+        }
+    });
+}
+
 /// Keeps `req`, emptied, for a next transaction (see [`SPARE_REQUEST`]), unless the pool is full.
 pub(crate) fn recycle_request(mut req: Box<Request>) {
     let _ = SPARE_REQUEST.try_with(|s| {
@@ -189,7 +208,7 @@ fn keep_cache(side: usize, mut c: Box<cache::Cache>) {
 /// The TX map and scratch list for rule set `uid` of `rules` rules (see [`Spare`]): the map
 /// empty, or holding exactly that rule set's initial TX variables.
 fn spare(rules: usize, uid: u64) -> Spare {
-    let Some(mut s) = SPARE.try_with(|s| s.try_borrow_mut().ok().and_then(|mut s| s.pop())).ok().flatten() else {
+    let Some(mut s) = take_spare(&SPARE) else {
         return Spare {
             tx: TxMap::with_capacity_and_hasher(if rules >= 200 { 128 } else { 0 }, Default::default()),
             values: Vec::with_capacity(if rules >= 200 { 128 } else { 0 }),
@@ -228,13 +247,7 @@ impl Drop for Transaction {
         }
         let id = std::mem::take(&mut self.unique_id);
         if id.capacity() <= 256 {
-            let _ = SPARE_ID.try_with(|s| {
-                if let Ok(mut pool) = s.try_borrow_mut() {
-                    if pool.len() < SPARES_MAX {
-                        pool.push(id);
-                    }
-                }
-            });
+            keep_spare(&SPARE_ID, id);
         }
         let values = self.values_scratch.get_mut();
         if self.tx.capacity() > 1024 || values.capacity() > 4096 || !self.hit_pool.small() {
@@ -266,13 +279,7 @@ impl Drop for Transaction {
             matched: std::mem::take(&mut self.matched).recycled(),
         };
         spare.values.clear();
-        let _ = SPARE.try_with(|s| {
-            if let Ok(mut pool) = s.try_borrow_mut() {
-                if pool.len() < SPARES_MAX {
-                    pool.push(spare);
-                }
-            }
-        });
+        keep_spare(&SPARE, spare);
     }
 }
 
@@ -413,7 +420,7 @@ impl Transaction {
             request_body_access: s.request_body_access,
             rs: rs.clone(),
             unique_id,
-            req: ManuallyDrop::new(SPARE_REQUEST.try_with(|s| s.try_borrow_mut().ok().and_then(|mut s| s.pop())).ok().flatten().unwrap_or_default()),
+            req: ManuallyDrop::new(take_spare(&SPARE_REQUEST).unwrap_or_default()),
             tx,
             tx_kept,
             tx_free: spare.tx_free,
@@ -458,7 +465,7 @@ impl Transaction {
     /// [`Transaction::new`] with a copy of `unique_id` in the buffer of an ended transaction's
     /// id (no allocation per request).
     pub fn with_id(rs: Arc<Ruleset>, unique_id: &str) -> Transaction {
-        let mut id = SPARE_ID.try_with(|s| s.try_borrow_mut().ok().and_then(|mut s| s.pop())).ok().flatten().unwrap_or_default();
+        let mut id = take_spare(&SPARE_ID).unwrap_or_default();
         id.clear();
         id.push_str(unique_id);
         Transaction::new(rs, id)
