@@ -1018,9 +1018,10 @@ pub(crate) struct Cache {
     /// `Rule::group_slot` -> the prepared values, for the current phase (no hashing: a CRS
     /// request looks groups up a few hundred times).
     pub slots: Vec<Option<Rc<Group>>>,
-    /// Some slot may be filled (set by [`Cache::fill_slot`]): [`Cache::clear_prepared`] then
-    /// visits them.
-    slots_filled: bool,
+    /// The slots filled since the last [`Cache::clear_prepared`] (set by [`Cache::fill_slot`]),
+    /// which empties only those: a CRS rule set has ~1,000 slots, a request fills a few dozen
+    /// per phase.
+    slots_filled: Vec<u32>,
     tf: FxMap<(usize, usize, Transform), Option<Rc<[u8]>>>,
     /// (value address, length, chain id) -> index into `finals`.
     chains: FxMap<(usize, usize, u32), usize>,
@@ -1146,7 +1147,7 @@ impl Cache {
             targets: FxMap::with_capacity_and_hasher(n(64), Default::default()),
             groups: FxMap::with_capacity_and_hasher(n(128), Default::default()),
             slots: Vec::new(),
-            slots_filled: false,
+            slots_filled: Vec::new(),
             tf: FxMap::default(),
             chains: FxMap::with_capacity_and_hasher(n(64), Default::default()),
             finals: Vec::with_capacity(n(64)),
@@ -1194,7 +1195,8 @@ impl Cache {
     pub(crate) fn clear(&mut self) {
         // Holders before what they hold, so the pooled objects are the last references.
         self.clear_prepared();
-        self.slots.clear();
+        // Every slot is empty now: they stay, for the next transaction (emptying the list
+        // would visit each of them, and its first phase would write each again).
         self.clear_targets();
         for (_, i) in self.raw.drain() {
             put(&mut self.pools.interned, i, |i| {
@@ -1242,8 +1244,8 @@ impl Cache {
                 self.pools.put_group(g);
             }
         }
-        if std::mem::take(&mut self.slots_filled) {
-            for g in self.slots.iter_mut().filter_map(Option::take) {
+        for s in self.slots_filled.drain(..) {
+            if let Some(g) = self.slots.get_mut(s as usize).and_then(Option::take) {
                 self.pools.put_group(g);
             }
         }
@@ -1258,8 +1260,9 @@ impl Cache {
     /// Puts group `g` in slot `s` (see `slots`); false when there is no such slot.
     pub(crate) fn fill_slot(&mut self, s: usize, g: Rc<Group>) -> bool {
         let Some(entry) = self.slots.get_mut(s) else { return false };
-        *entry = Some(g);
-        self.slots_filled = true;
+        if entry.replace(g).is_none() {
+            self.slots_filled.push(s as u32);
+        }
         true
     }
 
