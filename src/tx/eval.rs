@@ -1201,33 +1201,15 @@ fn note_write(t: &mut Transaction, key: &str) {
     }
 }
 
-/// Sets `TX:key` (a lowercase key), in its own allocation when it exists, else in a recycled
-/// key and value (see `Transaction::tx_free`): the CRS creates ~100 TX variables per request.
+/// Sets `TX:key` (a lowercase key), in its own allocation when it exists (or existed in an
+/// earlier transaction: see `txmap`), else in a recycled key and value (see
+/// `Transaction::tx_free`): the CRS sets ~100 TX variables per request.
 fn tx_set(t: &mut Transaction, key: &str, value: &[u8]) {
     note_write(t, key);
     t.tx_gen = t.tx_gen.wrapping_add(1);
-    if let Some(slot) = t.tx.get_mut(key) {
-        if slot.as_slice() == value {
-            return;
-        }
-        undo_note(&mut t.tx_undo, &mut t.tx_undo_n, &mut t.tx_base, key, Some(slot));
-        slot.clear();
-        slot.extend_from_slice(value);
-        return;
-    }
-    undo_note(&mut t.tx_undo, &mut t.tx_undo_n, &mut t.tx_base, key, None);
-    tx_insert_new(t, key, value);
-}
-
-/// Adds `TX:key`, known absent, in a recycled key and value (see `Transaction::tx_free`).
-fn tx_insert_new(t: &mut Transaction, key: &str, value: &[u8]) {
     t.tx_digits |= digit_bit(key);
-    let (mut k, mut v) = t.tx_free.pop().unwrap_or_default();
-    k.clear();
-    k.push_str(key);
-    v.clear();
-    v.extend_from_slice(value);
-    t.tx.insert(k, v);
+    let (undo, n, base) = (&mut t.tx_undo, &mut t.tx_undo_n, &mut t.tx_base);
+    t.tx.set(key, value, &mut t.tx_free, |old| undo_note(undo, n, base, key, old));
 }
 
 /// Deletes `TX:key`, keeping its allocations for the next new variable.
@@ -1240,10 +1222,8 @@ fn tx_remove(t: &mut Transaction, key: &str) {
         return;
     }
     t.tx_digits &= !digit;
-    if let Some(kv) = t.tx.remove_entry(key) {
-        undo_note(&mut t.tx_undo, &mut t.tx_undo_n, &mut t.tx_base, key, Some(&kv.1));
-        super::recycle_tx_entry(&mut t.tx_free, kv);
-    }
+    let (undo, n, base) = (&mut t.tx_undo, &mut t.tx_undo_n, &mut t.tx_base);
+    t.tx.remove(key, |old| undo_note(undo, n, base, key, old));
 }
 
 /// Deletes every TX variable, keeping their allocations.
@@ -1253,9 +1233,7 @@ fn tx_clear(t: &mut Transaction) {
     t.tx_base = None;
     t.tx_gen = t.tx_gen.wrapping_add(1);
     t.tx_digits = 0;
-    for kv in t.tx.drain() {
-        super::recycle_tx_entry(&mut t.tx_free, kv);
-    }
+    t.tx.drain_into(&mut t.tx_free, super::recycle_tx_entry);
 }
 
 /// `initcol`, and `setvar` / `expirevar` on a persistent collection (see `persist`).
@@ -1439,7 +1417,8 @@ pub(crate) fn pre_apply(t: &mut Transaction, rs: &std::sync::Arc<Ruleset>) {
             // Into the empty map: each key is new (the prefix's keys are distinct), one lookup each.
             t.tx.reserve(init.tx.len());
             for (k, v) in &init.tx {
-                tx_insert_new(t, k, v);
+                t.tx_digits |= digit_bit(k);
+                t.tx.insert_base(k, v, &mut t.tx_free);
             }
         }
     }
@@ -1447,10 +1426,11 @@ pub(crate) fn pre_apply(t: &mut Transaction, rs: &std::sync::Arc<Ruleset>) {
     t.tx_undo_n = 0;
 }
 
-/// Notes, before `TX:key` changes, what it was (`old`: None when absent), so that the end of
-/// the transaction can put the map back to the rule set's initial variables (see
-/// `Transaction::tx_base`). Past a bound the map is emptied at the end instead.
-fn undo_note(undo: &mut Vec<super::TxUndo>, n: &mut usize, base: &mut Option<u64>, key: &str, old: Option<&[u8]>) {
+/// Notes, before base entry `TX:key` (one of the rule set's initial variables: see `txmap`)
+/// changes or goes, what it was, so that the end of the transaction can put the map back to
+/// the initial variables (see `Transaction::tx_base`; what the transaction added goes with its
+/// generation). Past a bound the map is emptied at the end instead.
+fn undo_note(undo: &mut Vec<super::TxUndo>, n: &mut usize, base: &mut Option<u64>, key: &str, old: &[u8]) {
     if base.is_none() {
         return;
     }
@@ -1462,8 +1442,7 @@ fn undo_note(undo: &mut Vec<super::TxUndo>, n: &mut usize, base: &mut Option<u64
         u.key.clear();
         u.key.push_str(key);
         u.old.clear();
-        u.old.extend_from_slice(old.unwrap_or_default());
-        u.existed = old.is_some();
+        u.old.extend_from_slice(old);
     };
     match undo.get_mut(*n) {
         Some(u) => fill(u),
@@ -1486,18 +1465,9 @@ pub(crate) fn tx_restore(t: &mut Transaction) -> bool {
     let restored = match rs.init.get().filter(|_| t.tx_base == Some(rs.uid)) {
         Some(init) => {
             for u in undo.iter().take(n).rev() {
-                if u.existed {
-                    match t.tx.get_mut(u.key.as_str()) {
-                        Some(v) => {
-                            v.clear();
-                            v.extend_from_slice(&u.old);
-                        }
-                        None => tx_insert_new(t, &u.key, &u.old),
-                    }
-                } else if let Some(kv) = t.tx.remove_entry(u.key.as_str()) {
-                    super::recycle_tx_entry(&mut t.tx_free, kv);
-                }
+                t.tx.restore_base(&u.key, &u.old, &mut t.tx_free);
             }
+            t.tx.end(&mut t.tx_free, super::recycle_tx_entry);
             t.tx.len() == init.tx.len()
         }
         None => false,

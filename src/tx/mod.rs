@@ -15,8 +15,9 @@ mod replay;
 mod request;
 pub(crate) mod time;
 pub mod persist;
+mod txmap;
+pub(crate) use txmap::TxMap;
 
-use std::collections::HashMap;
 use std::mem::ManuallyDrop;
 use std::sync::Arc;
 
@@ -25,9 +26,6 @@ use crate::compile::{EngineMode, LimitAction, Ruleset};
 pub use request::percent_decode;
 use request::Request;
 
-/// The TX collection. Keys are bounded by the rules (and the request values a rule's
-/// `setvar` key takes from the request, which Envoy bounds), so the small hash is safe here.
-pub(crate) type TxMap = HashMap<String, Vec<u8>, std::hash::BuildHasherDefault<Fx>>;
 
 /// Allocations a finished transaction of a large rule set leaves to the next one, emptied:
 /// the CRS sets ~100 TX variables per request and collects lists of up to ~100 values, and
@@ -67,13 +65,11 @@ pub(crate) const TX_UNDO_MAX: usize = 256;
 /// Most undo buffers a finished transaction leaves to the next (a CRS GET needs ~13).
 pub(crate) const TX_UNDO_KEEP: usize = 64;
 
-/// What `TX:key` was before one change (see `Transaction::tx_undo`).
+/// What base entry `TX:key` was before one change (see `Transaction::tx_undo`).
 #[derive(Debug, Default)]
 pub(crate) struct TxUndo {
     pub key: String,
     pub old: Vec<u8>,
-    /// False: the key was absent.
-    pub existed: bool,
 }
 
 impl TxUndo {
@@ -210,7 +206,7 @@ fn keep_cache(side: usize, mut c: Box<cache::Cache>) {
 fn spare(rules: usize, uid: u64) -> Spare {
     let Some(mut s) = take_spare(&SPARE) else {
         return Spare {
-            tx: TxMap::with_capacity_and_hasher(if rules >= 200 { 128 } else { 0 }, Default::default()),
+            tx: TxMap::with_capacity(if rules >= 200 { 128 } else { 0 }),
             values: Vec::with_capacity(if rules >= 200 { 128 } else { 0 }),
             hits: eval::HitPool::default(),
             tx_free: Vec::new(),
@@ -220,9 +216,7 @@ fn spare(rules: usize, uid: u64) -> Spare {
         };
     };
     if s.tx_init.is_some_and(|u| u != uid) {
-        for kv in s.tx.drain() {
-            recycle_tx_entry(&mut s.tx_free, kv);
-        }
+        s.tx.drain_into(&mut s.tx_free, recycle_tx_entry);
         s.tx_init = None;
     }
     s
@@ -261,9 +255,7 @@ impl Drop for Transaction {
         let unused = if restored { None } else { self.tx_kept.take() };
         let kept = restored || unused.is_some();
         if !restored {
-            for kv in tx.drain() {
-                recycle_tx_entry(&mut self.tx_free, kv);
-            }
+            tx.drain_into(&mut self.tx_free, recycle_tx_entry);
         }
         if let Some(init) = unused {
             tx = init;

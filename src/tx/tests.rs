@@ -1,5 +1,6 @@
 //! Transaction behaviour on whole requests (native, no proxy).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::*;
