@@ -121,9 +121,30 @@ pub(crate) fn text(b: &[u8]) -> std::borrow::Cow<'_, str> {
     }
 }
 
-/// A property such as `["request", "protocol"]`; `None` when the host has no value.
-pub(crate) fn property(path: &[&str]) -> Option<Bytes> {
-    hostcalls::get_property(path.to_vec()).ok().flatten()
+/// Property paths as the ABI serializes them (the parts joined by NUL): constants, so a
+/// request's property reads allocate only the host's answer (the SDK's `get_property` takes
+/// a `Vec` of the parts and serializes it into another, and panics on an unknown status).
+pub(crate) const SOURCE_ADDRESS: &[u8] = b"source\0address";
+pub(crate) const DESTINATION_ADDRESS: &[u8] = b"destination\0address";
+pub(crate) const REQUEST_PROTOCOL: &[u8] = b"request\0protocol";
+
+/// A property (one of the paths above); `None` when the host has no value (or answers oddly).
+pub(crate) fn property(path: &[u8]) -> Option<Bytes> {
+    #[link(wasm_import_module = "env")]
+    extern "C" {
+        fn proxy_get_property(path_data: *const u8, path_size: usize, return_data: *mut *mut u8, return_size: *mut usize) -> u32;
+    }
+    let mut data: *mut u8 = std::ptr::null_mut();
+    let mut size: usize = 0;
+    // SAFETY: `path` is readable for its length; the host writes a pointer and a size into the
+    // out-parameters, the buffer allocated by the SDK's `proxy_on_memory_allocate` (see
+    // `header_map`), so taking it back as a `Vec` of capacity `size` frees it as allocated.
+    unsafe {
+        if proxy_get_property(path.as_ptr(), path.len(), &mut data, &mut size) != 0 || data.is_null() {
+            return None;
+        }
+        Some(Vec::from_raw_parts(data, size, size))
+    }
 }
 
 /// The part of a buffered body the engine has not been given yet.

@@ -405,8 +405,8 @@ impl HttpContext for WaferHttp {
 
         // Host calls saved per request when no rule reads the addresses (or the server's).
         if connection {
-            let source = host::property(&["source", "address"]).unwrap_or_default();
-            let destination = if server { host::property(&["destination", "address"]).unwrap_or_default() } else { Vec::new() };
+            let source = host::property(host::SOURCE_ADDRESS).unwrap_or_default();
+            let destination = if server { host::property(host::DESTINATION_ADDRESS).unwrap_or_default() } else { Vec::new() };
             let source = String::from_utf8_lossy(&source);
             let destination = String::from_utf8_lossy(&destination);
             let (client_ip, client_port) = host::split_address(&source);
@@ -421,7 +421,7 @@ impl HttpContext for WaferHttp {
         // below reads the protocol (the default is then never observed).
         let chunked_guess = !end_of_stream && !has_length && !has_te;
         self.protocol = (wants_protocol || chunked_guess)
-            .then(|| host::property(&["request", "protocol"]))
+            .then(|| host::property(host::REQUEST_PROTOCOL))
             .flatten()
             .filter(|p| !p.is_empty())
             .map(|p| Cow::Owned(String::from_utf8(p).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())))

@@ -124,7 +124,7 @@ fn now_ms() -> u64 {
 }
 
 fn peer_address() -> (Option<IpAddr>, String, u16) {
-    let source = host::property(&["source", "address"]).unwrap_or_default();
+    let source = host::property(host::SOURCE_ADDRESS).unwrap_or_default();
     let source = String::from_utf8_lossy(&source);
     let (ip, port) = host::split_address(&source);
     (wafer::protect::ip::parse_ip(ip), ip.to_string(), port)
@@ -174,10 +174,10 @@ pub(crate) fn request_headers(
                 .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
                 .unwrap_or_default()
         };
-        let protocol = host::property(&["request", "protocol"])
+        let protocol = host::property(host::REQUEST_PROTOCOL)
             .map(|v| String::from_utf8_lossy(&v).into_owned())
             .unwrap_or_default();
-        let destination = host::property(&["destination", "address"]).unwrap_or_default();
+        let destination = host::property(host::DESTINATION_ADDRESS).unwrap_or_default();
         let destination = String::from_utf8_lossy(&destination);
         let (host_ip, host_port) = host::split_address(&destination);
         st.record = Some(Box::new(Record {
