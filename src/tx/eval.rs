@@ -1183,7 +1183,7 @@ fn effect_of(t: &Transaction, written: &[u8], matched: bool) -> super::replay::E
     // The keys were `&str`s: each is UTF-8 again.
     let writes = keys.into_iter().map(|k| String::from_utf8_lossy(k).into_owned()).map(|k| {
         let v = t.tx.get(&k).cloned();
-        (k, v)
+        (k, v, Default::default())
     }).collect();
     super::replay::Effect { writes, matched }
 }
@@ -1692,10 +1692,22 @@ pub(crate) fn run_phase(t: &mut Transaction, rs: &Ruleset, phase: u8) -> Option<
 
 /// The TX writes of a rule's effect (see `replay::Effect`), done again.
 fn redo(t: &mut Transaction, e: &super::replay::Effect) {
-    for (k, v) in &e.writes {
+    for (key, v, loc) in &e.writes {
+        note_write(t, key);
+        t.tx_gen = t.tx_gen.wrapping_add(1);
+        let digit = digit_bit(key);
+        let (undo, n, base) = (&mut t.tx_undo, &mut t.tx_undo_n, &mut t.tx_base);
         match v {
-            Some(v) => tx_set(t, k, v),
-            None => tx_remove(t, k),
+            Some(v) => {
+                t.tx_digits |= digit;
+                t.tx.set_at(loc, key, v, &mut t.tx_free, |old| undo_note(undo, n, base, key, old));
+            }
+            // As `tx_remove`: a capture slot known absent needs nothing.
+            None if digit != 0 && t.tx_digits & digit == 0 => {}
+            None => {
+                t.tx_digits &= !digit;
+                t.tx.remove_at(loc, key, |old| undo_note(undo, n, base, key, old));
+            }
         }
     }
 }

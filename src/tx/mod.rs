@@ -15,7 +15,7 @@ mod replay;
 mod request;
 pub(crate) mod time;
 pub mod persist;
-mod txmap;
+pub(crate) mod txmap;
 pub(crate) use txmap::TxMap;
 
 use std::mem::ManuallyDrop;

@@ -89,7 +89,8 @@ pub(crate) struct Run {
 /// their values after it (None: removed), and whether its chain completed (the rule then
 /// applies its ctls and passes: see `compile::inputs::Inputs::quiet`).
 pub(crate) struct Effect {
-    pub writes: Vec<(String, Option<Vec<u8>>)>,
+    /// Each key with its value (None: removed) and where the last redo put it.
+    pub writes: Vec<(String, Option<Vec<u8>>, std::cell::Cell<super::txmap::Loc>)>,
     pub matched: bool,
 }
 
