@@ -505,6 +505,7 @@ impl Transaction {
     }
 
     pub fn process_connection(&mut self, client_ip: &str, client_port: u16, server_ip: &str, server_port: u16) {
+        self.req.line_gen = self.req.line_gen.wrapping_add(1);
         self.req.client_ip.clear();
         self.req.client_ip.push_str(client_ip);
         self.req.client_port = client_port;

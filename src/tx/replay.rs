@@ -164,6 +164,9 @@ pub(crate) struct Replay {
     /// The classes of the request headers' changes (`headers`, `many`), and how many headers
     /// there were when they were compared.
     header_bits: Option<(usize, u64)>,
+    /// The classes of the request line, cookies and addresses' changes, and the request's
+    /// `line_gen` when they were compared (they are set before phase 1: compared once).
+    line_bits: Option<(u32, u64)>,
     /// The phase that follows the last one completed (the trace's state at the start of a
     /// phase is this transaction's only when both ran every phase before it).
     next: u8,
@@ -258,7 +261,15 @@ impl Replay {
                 bits
             }
         };
-        self.changed = changed(req, &now, base, p, keys) | header_bits;
+        let line_bits = match self.line_bits {
+            Some((g, bits)) if g == req.line_gen => bits,
+            _ => {
+                let bits = line_changed(req, &base.req);
+                self.line_bits = Some((req.line_gen, bits));
+                bits
+            }
+        };
+        self.changed = changed(req, &now, base, p, keys) | header_bits | line_bits;
         self.active = true;
         self.plain = true;
         self.probes.clear();
@@ -492,11 +503,23 @@ fn bit(words: &[u64], n: u32) -> bool {
 }
 
 /// The input classes in which the transaction `now` (its bodies as `at`) differs from the
-/// trace's in phase index `p`, but for the request headers (see [`headers_changed`]). In phases
-/// 1 and 2 the response is taken as changed (there is none yet; the trace's is complete).
+/// trace's in phase index `p`, but for the request headers (see [`headers_changed`]) and the
+/// request line, cookies and addresses ([`line_changed`]). In phases 1 and 2 the response is
+/// taken as changed (there is none yet; the trace's is complete).
 fn changed(now: &Request, at: &BodyAt, then: &Trace, p: usize, keys: &Keys) -> u64 {
     let old = &then.req;
     let mut c = inputs::VOLATILE;
+    let then_at = then.at.get(p).copied().unwrap_or_default();
+    if !at.same_request(&then_at) || old.body.get(..then_at.len) != Some(&now.body[..]) {
+        c |= inputs::BODY;
+    }
+    c | if p < 2 { inputs::RESPONSE } else { response_changed(now, at, old, &then_at, keys) }
+}
+
+/// The input classes in which the request line, the cookies and the addresses of `now` differ
+/// from those of the trace's request `old`.
+fn line_changed(now: &Request, old: &Request) -> u64 {
+    let mut c = 0;
     if now.method != old.method || now.uri_raw != old.uri_raw || now.protocol != old.protocol {
         c |= inputs::LINE;
     }
@@ -509,11 +532,7 @@ fn changed(now: &Request, at: &BodyAt, then: &Trace, p: usize, keys: &Keys) -> u
     if now.client_port != old.client_port || now.server_port != old.server_port {
         c |= inputs::PORT;
     }
-    let then_at = then.at.get(p).copied().unwrap_or_default();
-    if !at.same_request(&then_at) || old.body.get(..then_at.len) != Some(&now.body[..]) {
-        c |= inputs::BODY;
-    }
-    c | if p < 2 { inputs::RESPONSE } else { response_changed(now, at, old, &then_at, keys) }
+    c
 }
 
 /// The input classes in which the request headers of `now` differ from those of the trace's

@@ -59,6 +59,9 @@ pub(crate) struct Request {
     /// XML: `XML:/*` (text content) and `XML://@*` (attribute values).
     pub xml_text: Vec<Vec<u8>>,
     pub xml_attrs: Vec<Vec<u8>>,
+    /// Bumped by every change to the request line, the cookies and the addresses (see
+    /// `replay`, which compares them with the trace's once per value of this).
+    pub line_gen: u32,
 }
 
 /// Percent-decodes `%XX` (no `+` to space); invalid escapes are kept.
@@ -132,6 +135,7 @@ impl Request {
     /// its query string is the same (the parse is a function of the query and `max_args`).
     pub fn set_uri(&mut self, uri: &str, method: &str, protocol: &str, max_args: usize, parse_args: bool, old: Option<&Request>) {
         let raw = uri.as_bytes();
+        self.line_gen = self.line_gen.wrapping_add(1);
         set_bytes(&mut self.uri_raw, raw);
         set_bytes(&mut self.method, method.as_bytes());
         set_bytes(&mut self.protocol, protocol.as_bytes());
@@ -256,12 +260,14 @@ impl Request {
             multipart_filename,
             xml_text,
             xml_attrs,
+            line_gen,
         } = self;
         client_ip.clear();
         server_ip.clear();
         response_protocol.clear();
         response_content_type.clear();
         (*client_port, *server_port, *response_status, *files_combined_size, *multipart_unmatched_boundary) = (0, 0, 0, 0, 0);
+        *line_gen = 0;
         for flag in [urlencoded_error, query_invalid, body_processed, inbound_data_error, reqbody_error, response_body_seen, outbound_data_error] {
             *flag = false;
         }
@@ -300,6 +306,7 @@ impl Request {
     /// ModSecurity v3 cookie parsing: split on `;`, key = up to the first `=`
     /// (left-trimmed), empty keys skipped, values kept raw.
     fn add_cookies(&mut self, value: &[u8], max_cookies: usize) {
+        self.line_gen = self.line_gen.wrapping_add(1);
         let len = u32::try_from(value.len()).unwrap_or(u32::MAX);
         self.cookie_source.extend_from_slice(&len.to_le_bytes());
         self.cookie_source.extend_from_slice(value);
