@@ -530,7 +530,9 @@ impl Transaction {
         // rule 200008 of @recommended-conf answers 400 from 1000 on. Rule sets that never
         // mention cookies do not parse them at all.
         let limit = self.rs.settings.arguments_limit;
-        self.req.add_request_header_limited(name, value, self.rs.mentions.cookies, limit);
+        // The last request's cookies of the same header, copied (not when profiling).
+        let old = self.replay.trace_request().filter(|_| self.profile.is_none());
+        self.req.add_request_header_limited(name, value, self.rs.mentions.cookies, limit, old);
     }
 
     /// Phase 1.

@@ -288,14 +288,23 @@ impl Request {
 
     #[cfg(test)]
     pub fn add_request_header(&mut self, name: &[u8], value: &[u8]) {
-        self.add_request_header_limited(name, value, true, usize::MAX);
+        self.add_request_header_limited(name, value, true, usize::MAX, None);
     }
 
     /// Adds a request header; `parse_cookies`: split `Cookie` into REQUEST_COOKIES (skipped
     /// when no rule reads them), keeping at most `max_cookies` cookies in all.
-    pub fn add_request_header_limited(&mut self, name: &[u8], value: &[u8], parse_cookies: bool, max_cookies: usize) {
+    /// `old`: an earlier request of the same rule set (the same limit), whose cookies are
+    /// taken when its only `Cookie` header was this one and this is the first.
+    pub fn add_request_header_limited(&mut self, name: &[u8], value: &[u8], parse_cookies: bool, max_cookies: usize, old: Option<&Request>) {
         if parse_cookies && name.eq_ignore_ascii_case(b"cookie") {
-            self.add_cookies(value, max_cookies);
+            match old.filter(|o| self.cookie_source.is_empty() && only_cookie_header(&o.cookie_source, value)) {
+                Some(o) => {
+                    self.line_gen = self.line_gen.wrapping_add(1);
+                    self.cookie_source.extend_from_slice(&o.cookie_source);
+                    self.cookies.copy_from(&o.cookies);
+                }
+                None => self.add_cookies(value, max_cookies),
+            }
         } else if name.eq_ignore_ascii_case(b"host") {
             let host = value.split(|&b| b == b':').next().unwrap_or_default();
             set_bytes(&mut self.server_name, host);
@@ -307,8 +316,7 @@ impl Request {
     /// (left-trimmed), empty keys skipped, values kept raw.
     fn add_cookies(&mut self, value: &[u8], max_cookies: usize) {
         self.line_gen = self.line_gen.wrapping_add(1);
-        let len = u32::try_from(value.len()).unwrap_or(u32::MAX);
-        self.cookie_source.extend_from_slice(&len.to_le_bytes());
+        self.cookie_source.extend_from_slice(&cookie_len(value));
         self.cookie_source.extend_from_slice(value);
         let mut value = value;
         while let Some((last, rest)) = value.split_last() {
@@ -487,6 +495,16 @@ impl Request {
     }
 }
 
+/// How `cookie_source` records the length of a `Cookie` header's value.
+fn cookie_len(value: &[u8]) -> [u8; 4] {
+    u32::try_from(value.len()).unwrap_or(u32::MAX).to_le_bytes()
+}
+
+/// Whether `source` (a request's `cookie_source`) is `value` as its only `Cookie` header.
+fn only_cookie_header(source: &[u8], value: &[u8]) -> bool {
+    source.len() == value.len() + 4 && source.get(..4) == Some(&cookie_len(value)[..]) && source.get(4..) == Some(value)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -527,6 +545,31 @@ mod tests {
         let mut r = Request::default();
         r.set_uri("/c/d.php", "GET", "HTTP/1.1", 100, true, Some(&old));
         assert_eq!((r.filename.as_slice(), r.basename.as_slice(), r.query_string.as_slice()), (&b"/c/d.php"[..], &b"d.php"[..], &b""[..]));
+    }
+
+    #[test]
+    fn an_earlier_requests_cookies_of_the_same_header_are_taken() {
+        let mut old = Request::default();
+        old.add_request_header_limited(b"Cookie", b" a=1; b ; =x; c=3=4 ", true, 2, None);
+        let parsed = old.cookies.to_vec();
+        assert_eq!(parsed.len(), 2);
+        // The same single header: the same cookies (the limit included) and source.
+        let mut r = Request::default();
+        r.add_request_header_limited(b"cookie", b" a=1; b ; =x; c=3=4 ", true, 2, Some(&old));
+        assert_eq!((r.cookies.to_vec(), &r.cookie_source), (parsed.clone(), &old.cookie_source));
+        // A second header is parsed after the copy, as it would be after a parse.
+        r.add_request_header_limited(b"Cookie", b"d=5", true, 3, Some(&old));
+        let mut fresh = Request::default();
+        fresh.add_request_header_limited(b"cookie", b" a=1; b ; =x; c=3=4 ", true, 2, None);
+        fresh.add_request_header_limited(b"Cookie", b"d=5", true, 3, None);
+        assert_eq!((r.cookies.to_vec(), &r.cookie_source), (fresh.cookies.to_vec(), &fresh.cookie_source));
+        // Another value, or a trace with two headers, is parsed.
+        let mut r = Request::default();
+        r.add_request_header_limited(b"Cookie", b"a=2", true, 2, Some(&old));
+        assert_eq!(r.cookies.to_vec(), vec![(b"a".to_vec(), b"2".to_vec())]);
+        let mut r = Request::default();
+        r.add_request_header_limited(b"Cookie", b"a=1; b ", true, 2, Some(&fresh));
+        assert_eq!(r.cookies.to_vec(), vec![(b"a".to_vec(), b"1".to_vec()), (b"b".to_vec(), Vec::new())]);
     }
 
     #[test]
@@ -579,8 +622,8 @@ mod tests {
     #[test]
     fn cookies_stop_at_the_limit() {
         let mut r = Request::default();
-        r.add_request_header_limited(b"Cookie", b"a=1; b=2", true, 3);
-        r.add_request_header_limited(b"Cookie", b"c=3; d=4; e=5", true, 3);
+        r.add_request_header_limited(b"Cookie", b"a=1; b=2", true, 3, None);
+        r.add_request_header_limited(b"Cookie", b"c=3; d=4; e=5", true, 3, None);
         assert_eq!(r.cookies.len(), 3);
         assert_eq!(r.cookies.to_vec().last(), Some(&(b"c".to_vec(), b"3".to_vec())));
     }
