@@ -26,7 +26,6 @@ use crate::compile::{EngineMode, LimitAction, Ruleset};
 pub use request::percent_decode;
 use request::Request;
 
-
 /// Allocations a finished transaction of a large rule set leaves to the next one, emptied:
 /// the CRS sets ~100 TX variables per request and collects lists of up to ~100 values, and
 /// fresh tables and lists would grow to that each time (the memo tables have spares of their
@@ -44,7 +43,22 @@ struct Spare {
     tx_undo: Vec<TxUndo>,
     /// Emptied MATCHED_VARS slots.
     matched: eval::Matched,
+    /// Emptied lists of runtime removals (`ctl:ruleRemove*`: the CRS's exclusions apply some
+    /// to every request) and their rule bits.
+    removals: Removals,
 }
+
+/// `Transaction::affected`, `removed_ids`, `removed_tags` and `removed_targets`.
+#[derive(Default)]
+struct Removals {
+    affected: Vec<u64>,
+    ids: Vec<(u64, u64)>,
+    tags: Vec<u32>,
+    targets: Vec<eval::TargetRemoval>,
+}
+
+/// Largest list of removals a spare keeps.
+const REMOVALS_KEEP: usize = 1024;
 
 /// Most spares of each kind kept (requests, caches, TX maps): about the transactions a
 /// worker has in flight at once (Envoy's callbacks of up to 64 interleave: with one spare
@@ -213,6 +227,7 @@ fn spare(rules: usize, uid: u64) -> Spare {
             tx_init: None,
             tx_undo: Vec::new(),
             matched: eval::Matched::default(),
+            removals: Removals::default(),
         };
     };
     if s.tx_init.is_some_and(|u| u != uid) {
@@ -269,8 +284,22 @@ impl Drop for Transaction {
             tx_init: kept.then_some(self.rs.uid),
             tx_undo: std::mem::take(&mut self.tx_undo),
             matched: std::mem::take(&mut self.matched).recycled(),
+            removals: Removals {
+                affected: std::mem::take(&mut self.affected),
+                ids: std::mem::take(&mut self.removed_ids),
+                tags: std::mem::take(&mut self.removed_tags),
+                targets: std::mem::take(&mut self.removed_targets),
+            },
         };
         spare.values.clear();
+        let r = &mut spare.removals;
+        r.affected.clear();
+        r.ids.clear();
+        r.tags.clear();
+        r.targets.clear();
+        if [r.affected.capacity(), r.ids.capacity(), r.tags.capacity(), r.targets.capacity()].iter().any(|&c| c > REMOVALS_KEEP) {
+            spare.removals = Removals::default();
+        }
         keep_spare(&SPARE, spare);
     }
 }
@@ -421,11 +450,11 @@ impl Transaction {
             tx_undo_n: 0,
             body_processor: None,
             force_request_body_variable: false,
-            removed_ids: Vec::new(),
-            removed_tags: Vec::new(),
-            removed_targets: Vec::new(),
+            removed_ids: spare.removals.ids,
+            removed_tags: spare.removals.tags,
+            removed_targets: spare.removals.targets,
             source_gens: Default::default(),
-            affected: Vec::new(),
+            affected: spare.removals.affected,
             matched: spare.matched,
             highest_severity: 255,
             allow: None,

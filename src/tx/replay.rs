@@ -94,6 +94,9 @@ pub(crate) struct Effect {
     pub matched: bool,
 }
 
+/// Largest list of effects whose allocation is kept for the next transaction.
+const EFFECTS_KEEP: usize = 1024;
+
 /// Largest request (the bytes its buffers hold) a trace keeps.
 const KEPT_MAX: usize = 256 * 1024;
 
@@ -209,7 +212,8 @@ impl Replay {
         hits.clear();
         hits.resize(rules.div_ceil(64), 0);
         let headers = SPARE_HEADERS.try_with(|s| s.take()).unwrap_or_default();
-        Replay { same: base.is_some(), base, hits, headers, next: 1, ..Replay::default() }
+        let effects = SPARE_EFFECTS.try_with(|s| s.take()).unwrap_or_default();
+        Replay { same: base.is_some(), base, hits, headers, effects, next: 1, ..Replay::default() }
     }
 
     /// At the end of the transaction: its list of changed headers (one allocation per request
@@ -467,7 +471,11 @@ impl Replay {
             let _ = SPARE_HITS.try_with(|s| s.set(old_hits));
             old.phases = self.phases;
             old.at = self.at;
-            old.effects = effects;
+            let mut old_effects = std::mem::replace(&mut old.effects, effects);
+            if old_effects.capacity() <= EFFECTS_KEEP {
+                old_effects.clear();
+                let _ = SPARE_EFFECTS.try_with(|s| s.set(old_effects));
+            }
             old.effects_at = self.effects_at;
             old.stops = stops;
             old.runs = runs;
@@ -481,6 +489,8 @@ impl Replay {
 thread_local! {
     /// The hits' allocation of a trace that was replaced, for the next `Replay::new`.
     static SPARE_HITS: std::cell::Cell<Vec<u64>> = const { std::cell::Cell::new(Vec::new()) };
+    /// The effects' list of a trace that was replaced, emptied, for the next `Replay::new`.
+    static SPARE_EFFECTS: std::cell::Cell<Vec<(u32, Rc<Effect>)>> = const { std::cell::Cell::new(Vec::new()) };
     /// The changed headers' allocation of an ended transaction (see `Replay::recycle`).
     static SPARE_HEADERS: std::cell::Cell<Vec<ChangedHeader>> = const { std::cell::Cell::new(Vec::new()) };
 }
