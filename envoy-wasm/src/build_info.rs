@@ -12,8 +12,8 @@
 //! [`BUILD_ID`] is one string literal, so it also sits verbatim in the module's data:
 //! `scripts/oci-image.py` reads the version and revision from there for the image labels.
 
-use proxy_wasm::hostcalls;
-use proxy_wasm::types::{LogLevel, MetricType};
+use crate::abi::hostcalls;
+use crate::abi::types::{LogLevel, MetricType};
 
 use crate::host::{self, metric_segment};
 

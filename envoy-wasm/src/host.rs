@@ -3,8 +3,8 @@
 //! Everything here returns `Option`/`Result` or a default; the callers decide what a missing
 //! value means. The parsing functions are plain Rust and unit-tested natively.
 
-use proxy_wasm::hostcalls;
-use proxy_wasm::types::{BufferType, Bytes, LogLevel, MapType};
+use crate::abi::hostcalls;
+use crate::abi::types::{BufferType, Bytes, LogLevel, MapType, Status};
 
 /// Writes one line to Envoy's log (component `wasm`); Envoy drops it below its log level.
 pub(crate) fn log(level: LogLevel, message: &str) {
@@ -18,9 +18,8 @@ pub(crate) fn header_pairs(map: MapType) -> Option<Vec<(String, Bytes)>> {
 }
 
 /// A header map as the host serialized it, read in place: one buffer, no copy per header and
-/// no allocation besides the host's buffer (the SDK's `get_map_bytes` allocates two buffers
-/// per header and panics on a status other than `Ok`, on a non-UTF-8 name or on a malformed
-/// buffer).
+/// no allocation besides the host's buffer (a map of owned names and values would allocate
+/// two buffers per header).
 pub(crate) struct HeaderMap {
     buf: Bytes,
     /// The number of pairs, all checked by [`parse_map`].
@@ -59,7 +58,7 @@ pub(crate) fn header_map(map: MapType) -> Option<HeaderMap> {
     let mut data: *mut u8 = std::ptr::null_mut();
     let mut size: usize = 0;
     // SAFETY: the host writes a pointer and a size into the two out-parameters. The buffer
-    // was allocated by the SDK's `proxy_on_memory_allocate` (a `Vec<u8>` of capacity `size`,
+    // was allocated by `abi::proxy_on_memory_allocate` (a `Vec<u8>` of capacity `size`,
     // forgotten), so taking it back as such a `Vec` frees it with the same layout.
     let buf = unsafe {
         if proxy_get_header_map_pairs(map as u32, &mut data, &mut size) != 0 {
@@ -123,7 +122,7 @@ pub(crate) fn text(b: &[u8]) -> std::borrow::Cow<'_, str> {
 
 /// Property paths as the ABI serializes them (the parts joined by NUL): constants, so a
 /// request's property reads allocate only the host's answer (the SDK's `get_property` takes
-/// a `Vec` of the parts and serializes it into another, and panics on an unknown status).
+/// a `Vec` of the parts and serializes it into another).
 pub(crate) const SOURCE_ADDRESS: &[u8] = b"source\0address";
 pub(crate) const DESTINATION_ADDRESS: &[u8] = b"destination\0address";
 pub(crate) const REQUEST_PROTOCOL: &[u8] = b"request\0protocol";
@@ -137,7 +136,7 @@ pub(crate) fn property(path: &[u8]) -> Option<Bytes> {
     let mut data: *mut u8 = std::ptr::null_mut();
     let mut size: usize = 0;
     // SAFETY: `path` is readable for its length; the host writes a pointer and a size into the
-    // out-parameters, the buffer allocated by the SDK's `proxy_on_memory_allocate` (see
+    // out-parameters, the buffer allocated by `abi::proxy_on_memory_allocate` (see
     // `header_map`), so taking it back as a `Vec` of capacity `size` frees it as allocated.
     unsafe {
         if proxy_get_property(path.as_ptr(), path.len(), &mut data, &mut size) != 0 || data.is_null() {
@@ -156,7 +155,7 @@ pub(crate) fn read_new_body(
     buffer: BufferType,
     fed: usize,
     body_size: usize,
-) -> Result<Option<Bytes>, proxy_wasm::types::Status> {
+) -> Result<Option<Bytes>, Status> {
     if body_size <= fed {
         return Ok(None);
     }
@@ -165,7 +164,7 @@ pub(crate) fn read_new_body(
 
 /// Sends a local reply; Envoy stops the stream's filter iteration itself after this call.
 pub(crate) fn send_local_reply(status: u32, headers: &[(&str, &str)], body: &[u8]) -> bool {
-    hostcalls::send_http_response(status, headers.to_vec(), Some(body)).is_ok()
+    hostcalls::send_http_response(status, headers, body).is_ok()
 }
 
 /// Splits Envoy's `source.address` / `destination.address` (`1.2.3.4:80`, `[::1]:80`, or a

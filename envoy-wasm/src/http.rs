@@ -29,8 +29,8 @@
 use std::borrow::Cow;
 use std::rc::Rc;
 
-use proxy_wasm::traits::{Context, HttpContext};
-use proxy_wasm::types::{Action, BufferType, LogLevel, MapType};
+use crate::abi::hostcalls;
+use crate::abi::types::{Action, BufferType, LogLevel, MapType};
 use wafer::{BodyAppend, InterruptAction, Interruption, Transaction};
 
 use crate::host;
@@ -79,6 +79,26 @@ impl WaferHttp {
             interrupted: None,
             protect: None,
         }
+    }
+
+    /// Makes an ended stream's context (see [`WaferHttp::release`]) stream `context_id`'s.
+    pub(crate) fn reuse(&mut self, context_id: u32, shared: Option<Rc<Shared>>) {
+        self.context_id = context_id;
+        self.shared = shared;
+    }
+
+    /// Ends the stream: its transaction (whose parts go to the next one), protections and
+    /// configuration are dropped; what is left is the state of a new stream.
+    /// (Every field is named, so a new one cannot be forgotten here.)
+    pub(crate) fn release(&mut self) {
+        let WaferHttp { context_id: _, shared, tx, protocol, request_body, response_body, interrupted, protect } = self;
+        *tx = None;
+        *shared = None;
+        *protocol = Cow::Borrowed("");
+        *request_body = Body::Idle;
+        *response_body = Body::Idle;
+        *interrupted = None;
+        *protect = None;
     }
 
     /// The stream's unique id (see [`stream_id`]).
@@ -175,11 +195,7 @@ impl WaferHttp {
             }
             None => 0,
         };
-        let nanos = proxy_wasm::hostcalls::get_current_time()
-            .ok()
-            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(0);
+        let nanos = hostcalls::current_time_nanos().unwrap_or(0);
         format!("wafer-{nanos:x}-{n:x}-{:x}", self.context_id)
     }
 
@@ -332,10 +348,9 @@ fn stream_id(tx: &Option<Transaction>) -> &str {
     tx.as_ref().map_or("", Transaction::unique_id)
 }
 
-impl Context for WaferHttp {}
-
-impl HttpContext for WaferHttp {
-    fn on_http_request_headers(&mut self, _num_headers: usize, end_of_stream: bool) -> Action {
+/// The stream callbacks (see [`crate::abi`]).
+impl WaferHttp {
+    pub(crate) fn on_http_request_headers(&mut self, _num_headers: usize, end_of_stream: bool) -> Action {
         let Some(shared) = self.shared.clone() else {
             return Action::Continue;
         };
@@ -461,7 +476,7 @@ impl HttpContext for WaferHttp {
         Action::Continue
     }
 
-    fn on_http_request_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
+    pub(crate) fn on_http_request_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
         if self.protect.is_some() && self.interrupted.is_none() {
             if let Some(action) = self.protect_request_body(body_size) {
                 return action;
@@ -470,11 +485,11 @@ impl HttpContext for WaferHttp {
         self.on_body(Side::Request, body_size, end_of_stream)
     }
 
-    fn on_http_request_trailers(&mut self, _num_trailers: usize) -> Action {
+    pub(crate) fn on_http_request_trailers(&mut self) -> Action {
         self.on_trailers(Side::Request)
     }
 
-    fn on_http_response_headers(&mut self, _num_headers: usize, end_of_stream: bool) -> Action {
+    pub(crate) fn on_http_response_headers(&mut self, _num_headers: usize, end_of_stream: bool) -> Action {
         if self.protect.is_some() {
             self.protect_response_headers();
         }
@@ -525,15 +540,15 @@ impl HttpContext for WaferHttp {
         Action::Continue
     }
 
-    fn on_http_response_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
+    pub(crate) fn on_http_response_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
         self.on_body(Side::Response, body_size, end_of_stream)
     }
 
-    fn on_http_response_trailers(&mut self, _num_trailers: usize) -> Action {
+    pub(crate) fn on_http_response_trailers(&mut self) -> Action {
         self.on_trailers(Side::Response)
     }
 
-    fn on_log(&mut self) {
+    pub(crate) fn on_log(&mut self) {
         if let Some(tx) = self.tx.as_mut() {
             tx.process_logging();
         }

@@ -1,7 +1,8 @@
 //! wafer's proxy-wasm adapter for Envoy: thin glue between the host and the engine.
 //!
-//! The engine (`wafer`) knows nothing about proxy-wasm. This crate maps the host's callbacks
-//! onto the engine's transaction phases:
+//! The engine (`wafer`) knows nothing about proxy-wasm. This crate binds the ABI itself
+//! ([`abi`]: exports, host calls, the contexts) and maps the host's callbacks onto the
+//! engine's transaction phases:
 //!
 //! | proxy-wasm callback                   | engine                                                      |
 //! |---------------------------------------|-------------------------------------------------------------|
@@ -15,9 +16,9 @@
 //!
 //! Design rules, because a panic inside the VM kills it for every request on that worker:
 //!
-//! - Host data is never unwrapped: we call [`proxy_wasm::hostcalls`] directly (they return
-//!   `Result`) instead of the `Context` trait helpers (which `unwrap`), and read headers as bytes
-//!   (the SDK's `String` header getters panic on non-UTF-8 values).
+//! - Host data is never unwrapped: every host call ([`abi::hostcalls`], our own binding of the
+//!   ABI) returns the host's status as a `Result`, and headers are read as bytes (a value that
+//!   is not UTF-8 is data, not an error).
 //! - A stream whose transaction was interrupted has had its local reply sent; later callbacks of
 //!   that stream only keep the original request or response from moving on.
 //! - While the engine wants a body, the body callbacks hold it (`Action::Pause`); headers are
@@ -40,6 +41,7 @@
 )]
 
 
+mod abi;
 mod build_info;
 mod host;
 mod http;
@@ -51,17 +53,9 @@ use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use proxy_wasm::hostcalls;
-use proxy_wasm::traits::{Context, HttpContext, RootContext};
-use proxy_wasm::types::{BufferType, ContextType, LogLevel};
-
+use crate::abi::hostcalls;
+use crate::abi::types::{BufferType, LogLevel};
 use crate::metrics::Metrics;
-
-proxy_wasm::main! {{
-    proxy_wasm::set_root_context(|_context_id| -> Box<dyn RootContext> {
-        Box::new(WaferRoot { shared: None, collector_ms: None, since_collector_flush: 0 })
-    });
-}}
 
 /// What every HTTP context of one plugin configuration shares.
 pub(crate) struct Shared {
@@ -74,31 +68,28 @@ pub(crate) struct Shared {
 }
 
 /// The root (plugin) context: compiles the configuration once and hands it to each stream.
-struct WaferRoot {
-    shared: Option<Rc<Shared>>,
+#[derive(Default)]
+pub(crate) struct WaferRoot {
+    pub(crate) shared: Option<Rc<Shared>>,
     /// The request-log collector's flush interval, if one is configured.
     collector_ms: Option<u64>,
     /// Milliseconds (in ticks) since the request log was last sent.
     since_collector_flush: u64,
 }
 
-impl Context for WaferRoot {}
-
 impl WaferRoot {
     /// The tick period: [`metrics::FLUSH_MS`], or the collector's interval when shorter.
     fn tick_ms(&self) -> u64 {
         self.collector_ms.map_or(metrics::FLUSH_MS, |c| c.min(metrics::FLUSH_MS))
     }
-}
 
-impl RootContext for WaferRoot {
-    fn on_vm_start(&mut self, _vm_configuration_size: usize) -> bool {
+    pub(crate) fn on_vm_start(&mut self) -> bool {
         // What runs, before any configuration: version, git revision, embedded rules, CRS.
         build_info::announce();
         true
     }
 
-    fn on_configure(&mut self, _plugin_configuration_size: usize) -> bool {
+    pub(crate) fn on_configure(&mut self) -> bool {
         let config = match hostcalls::get_buffer(BufferType::PluginConfiguration, 0, usize::MAX) {
             Ok(bytes) => bytes.unwrap_or_default(),
             Err(status) => {
@@ -143,7 +134,7 @@ impl RootContext for WaferRoot {
 
     /// Adds the pending transactions to their counter; sends the waiting request-log lines
     /// when the collector's interval has passed.
-    fn on_tick(&mut self) {
+    pub(crate) fn on_tick(&mut self) {
         let Some(shared) = &self.shared else { return };
         shared.metrics.flush();
         let Some(interval) = self.collector_ms else { return };
@@ -155,18 +146,5 @@ impl RootContext for WaferRoot {
         if let (Some(ps), Some(p)) = (&shared.protect, shared.waf.protect()) {
             protect::flush(ps, p);
         }
-    }
-
-    fn create_http_context(&self, context_id: u32) -> Option<Box<dyn HttpContext>> {
-        // Never return None: proxy-wasm 0.2.5 panics on it. Without a configuration the
-        // stream just passes.
-        Some(Box::new(http::WaferHttp::new(
-            context_id,
-            self.shared.clone(),
-        )))
-    }
-
-    fn get_type(&self) -> Option<ContextType> {
-        Some(ContextType::HttpContext)
     }
 }

@@ -14,8 +14,8 @@
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 
-use proxy_wasm::hostcalls;
-use proxy_wasm::types::MetricType;
+use crate::abi::hostcalls;
+use crate::abi::types::MetricType;
 
 use crate::host::metric_segment;
 

@@ -14,8 +14,8 @@ use std::cell::{Cell, RefCell};
 use std::net::IpAddr;
 use std::time::Duration;
 
-use proxy_wasm::hostcalls;
-use proxy_wasm::types::{Bytes, LogLevel, MapType, Status};
+use crate::abi::hostcalls;
+use crate::abi::types::{Bytes, LogLevel, MapType, MetricType, Status};
 use wafer::protect::audit_log::{self, Record};
 use wafer::protect::rate_limit::{self, Bucket};
 use wafer::protect::scoring::{self, Score};
@@ -44,7 +44,7 @@ pub(crate) struct ProtectShared {
 
 fn counter(prefix: &str, name: &str) -> Option<u32> {
     hostcalls::define_metric(
-        proxy_wasm::types::MetricType::Counter,
+        MetricType::Counter,
         &format!("{prefix}.protect.{name}"),
     )
     .ok()
@@ -116,11 +116,7 @@ fn cas_update<T, const N: usize>(
 }
 
 fn now_ms() -> u64 {
-    hostcalls::get_current_time()
-        .ok()
-        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
+    hostcalls::current_time_nanos().map_or(0, |n| n / 1_000_000)
 }
 
 fn peer_address() -> (Option<IpAddr>, String, u16) {
@@ -523,19 +519,13 @@ pub(crate) fn flush(ps: &ProtectShared, p: &Protect) {
     let body = std::mem::take(&mut *buf);
     let lines = ps.buffered_lines.replace(0);
     drop(buf);
-    let headers = vec![
+    let headers = [
         (":method", "POST"),
         (":path", c.path.as_str()),
         (":authority", c.authority.as_str()),
         ("content-type", "application/x-ndjson"),
     ];
-    match hostcalls::dispatch_http_call(
-        &c.cluster,
-        headers,
-        Some(&body),
-        vec![],
-        Duration::from_millis(c.timeout_ms),
-    ) {
+    match hostcalls::dispatch_http_call(&c.cluster, &headers, &body, Duration::from_millis(c.timeout_ms)) {
         Ok(_) => {
             if let Some(id) = ps.log_sent {
                 let _ = hostcalls::increment_metric(id, lines as i64);
