@@ -68,7 +68,7 @@ for (let i = 0; i < N; i++) {
   const b = x.proxy_on_response_headers(ctx, 6, 0);
   const c = x.proxy_on_response_body(ctx, 180, 1);
   if (a | b | c) throw new Error(`paused ${a} ${b} ${c} at ${i}`);
-  x.proxy_on_log(ctx); x.proxy_on_done?.(ctx); x.proxy_on_delete(ctx);
+  x.proxy_on_log?.(ctx); x.proxy_on_done?.(ctx); x.proxy_on_delete(ctx);
 }
 const dt = Number(process.hrtime.bigint() - t0) / 1e3;
 console.error(`${N} requests, ${(dt / Math.max(N, 1)).toFixed(2)} us each; host calls per request: ${JSON.stringify(Object.fromEntries(Object.entries(counts).map(([k, v]) => [k, v / Math.max(N, 1)])))}`);

@@ -9,10 +9,11 @@
 //! worker). So:
 //!
 //! - `proxy_on_done` is not exported: the host then treats every context as done at once,
-//!   which is what the SDK's default answered; wafer's streams finish in `proxy_on_log` and
-//!   are freed in `proxy_on_delete`. Nor are the network-filter, gRPC, queue and foreign
-//!   function callbacks, nor `proxy_on_http_call_response` (the request log's collector call
-//!   is fire-and-forget).
+//!   which is what the SDK's default answered. Nor is `proxy_on_log`: a stream's logging phase
+//!   runs in `proxy_on_delete`, which Envoy calls right after it, for every stream whose
+//!   context was created (completed or reset). Nor are the network-filter, gRPC, queue and
+//!   foreign function callbacks, nor `proxy_on_http_call_response` (the request log's
+//!   collector call is fire-and-forget).
 //! - Streams live in a map keyed by context id with a multiplicative hash (ids are small
 //!   sequential integers), in boxes that are kept for the next stream instead of freed.
 //! - Every host call returns the status it got as an error; none panics.
@@ -463,15 +464,14 @@ pub extern "C" fn proxy_on_response_trailers(id: u32, _num_trailers: usize) -> u
     action(with_stream(id, types::Action::Continue, WaferHttp::on_http_response_trailers))
 }
 
-#[no_mangle]
-pub extern "C" fn proxy_on_log(id: u32) {
-    with_stream(id, (), WaferHttp::on_log);
-}
-
+/// The end of a context. For a stream: its logging phase (here rather than in `proxy_on_log`,
+/// which Envoy calls just before: one callback fewer per request), then its context is kept
+/// for the next stream.
 #[no_mangle]
 pub extern "C" fn proxy_on_delete(id: u32) {
     with_contexts(|c| {
         if let Some(mut s) = c.streams.remove(&id) {
+            s.on_end();
             s.release();
             if c.spare.len() < STREAMS_KEEP {
                 c.spare.push(s);

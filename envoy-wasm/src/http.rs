@@ -10,7 +10,7 @@
 //!    trailers, or as soon as the engine says its body limit is reached ([`BodyAppend::Full`]);
 //!    then everything buffered moves on.
 //! 3. and 4. the same for the response.
-//! 5. `on_log`: logging phase.
+//! 5. the stream's end (`proxy_on_delete`): logging phase.
 //!
 //! Headers always continue, even when the body is still to be inspected: Envoy's proxy-wasm
 //! host turns a paused header callback into "stop all iteration", which also stops the body
@@ -548,7 +548,8 @@ impl WaferHttp {
         self.on_trailers(Side::Response)
     }
 
-    pub(crate) fn on_log(&mut self) {
+    /// The stream's end (`proxy_on_delete`): phase 5, its log lines, the request log.
+    pub(crate) fn on_end(&mut self) {
         if let Some(tx) = self.tx.as_mut() {
             tx.process_logging();
         }

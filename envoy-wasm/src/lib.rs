@@ -12,7 +12,7 @@
 //! | `on_http_request_body` / `_trailers`  | `append_request_body` per new slice, phase 2 at end of stream |
 //! | `on_http_response_headers`            | phase 3 (and phase 4 without body or body access)            |
 //! | `on_http_response_body` / `_trailers` | `append_response_body` per new slice, phase 4 at end        |
-//! | `on_log`                              | phase 5                                                     |
+//! | `on_delete` (the stream's end)         | phase 5                                                     |
 //!
 //! Design rules, because a panic inside the VM kills it for every request on that worker:
 //!

@@ -12,6 +12,7 @@ const RULES: &[&str] = &[
     r#"SecRule RESPONSE_STATUS "@streq 418" "id:9002,phase:3,t:none,log,deny,status:403""#,
     r#"SecRule RESPONSE_BODY "@contains secret-token" "id:9001,phase:4,t:none,log,deny,status:403""#,
     r#"SecRule REQUEST_URI "@beginsWith /old/" "id:9003,phase:1,t:none,log,redirect:http://example.com/new/""#,
+    r#"SecRule REQUEST_HEADERS:x-log-me "@rx ^[a-z]+$" "id:9004,phase:5,t:none,log,pass,msg:'logging phase of %{MATCHED_VAR}'""#,
 ];
 
 fn fixture() -> Fixture {
@@ -95,6 +96,44 @@ fn response_phases_and_redirect() {
                 "{counter} = {} (want 1)",
                 fx.envoy.counter(&counter)
             ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Phase 5 runs once per stream: for one that completed, and for one the client abandoned in
+/// the middle of its body (Envoy resets that stream).
+#[test]
+fn logging_phase_runs_for_completed_and_reset_streams() {
+    use std::io::Write;
+    use std::time::Duration;
+    let fx = fixture();
+    let mut failures = Vec::new();
+    let from = fx.envoy.log().len();
+    match fx.send(&Request::get("/logged").header("x-log-me", "completed")) {
+        Ok(resp) if resp.status == 200 => {}
+        Ok(resp) => failures.push(format!("completed: status {} (want 200)", resp.status)),
+        Err(err) => failures.push(format!("completed: {err}")),
+    }
+    // Headers and 10 of 100 announced body bytes, then the connection closes.
+    match std::net::TcpStream::connect(fx.envoy.listener) {
+        Ok(mut conn) => {
+            let head = "POST /abandoned HTTP/1.1\r\nhost: a\r\nx-log-me: abandoned\r\ncontent-type: text/plain\r\ncontent-length: 100\r\n\r\n0123456789";
+            if let Err(err) = conn.write_all(head.as_bytes()) {
+                failures.push(format!("abandoned: {err}"));
+            }
+            std::thread::sleep(Duration::from_millis(200));
+            drop(conn);
+        }
+        Err(err) => failures.push(format!("abandoned: {err}")),
+    }
+    let count = |who: &str| fx.envoy.log().get(from..).map_or(0, |l| l.matches(&format!("logging phase of {who}")).count());
+    fx.envoy.wait_for(Duration::from_secs(5), |_| count("completed") > 0 && count("abandoned") > 0);
+    // A second run of the phase would follow within the same stream's end.
+    std::thread::sleep(Duration::from_millis(300));
+    for who in ["completed", "abandoned"] {
+        if count(who) != 1 {
+            failures.push(format!("rule 9004 logged \"logging phase of {who}\" {} times (want once)", count(who)));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
