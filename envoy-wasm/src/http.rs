@@ -413,9 +413,10 @@ impl WaferHttp {
         let persistent = ruleset.uses_persistent_collections();
         let (connection, server) = (ruleset.mentions.connection, ruleset.mentions.server);
         let wants_protocol = ruleset.mentions.protocol;
-        let mut tx = Transaction::with_id(ruleset, &unique_id);
+        // Made in place in the stream's context (a transaction is ~1 KB: not moved there after).
+        let tx = self.tx.insert(Transaction::with_id(ruleset, &unique_id));
         if persistent {
-            tx.set_collection_store(std::sync::Arc::new(crate::protect::SharedCollections));
+            tx.set_collection_store(shared.collections.clone());
         }
 
         // Host calls saved per request when no rule reads the addresses (or the server's).
@@ -463,7 +464,6 @@ impl WaferHttp {
         }
         let body_access = tx.request_body_access();
         let interruption = tx.process_request_headers();
-        self.tx = Some(tx);
         if let Action::Pause = self.after_phase(Side::Request, interruption) {
             return Action::Pause;
         }

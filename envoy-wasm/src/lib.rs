@@ -65,6 +65,9 @@ pub(crate) struct Shared {
     pub(crate) next_id: Cell<u64>,
     /// Counters and buffers of the protections; `None` when every protection is off.
     pub(crate) protect: Option<protect::ProtectShared>,
+    /// The store of persistent collections (`initcol`), handed to each transaction that
+    /// uses one (one `Arc` for all, not one per request).
+    pub(crate) collections: Arc<dyn wafer::tx::persist::CollectionStore>,
 }
 
 /// The root (plugin) context: compiles the configuration once and hands it to each stream.
@@ -117,6 +120,7 @@ impl WaferRoot {
                     metrics,
                     next_id: Cell::new(0),
                     protect,
+                    collections: Arc::new(protect::SharedCollections),
                 }));
                 true
             }
