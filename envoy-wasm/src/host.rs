@@ -28,12 +28,12 @@ pub(crate) struct HeaderMap {
 
 impl HeaderMap {
     pub(crate) fn pairs(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
-        let mut p = 4 + self.n * 8;
-        (0..self.n).map_while(move |i| {
-            let (pair, next) = pair_at(&self.buf, i, p)?;
-            p = next;
-            Some(pair)
-        })
+        wafer::body::pairs::block_spans(&self.buf).take(self.n).map_while(|(name, value)| Some((self.buf.get(name)?, self.buf.get(value)?)))
+    }
+
+    /// The serialized map itself (for [`wafer::Transaction::add_request_header_block`]).
+    pub(crate) fn into_bytes(self) -> Bytes {
+        self.buf
     }
 
     /// The pairs as owned copies (names that are not UTF-8 converted lossily).
@@ -75,40 +75,9 @@ pub(crate) fn header_map(map: MapType) -> Option<HeaderMap> {
 
 /// Checks the proxy-wasm map serialization: `u32` count N, N pairs of `u32` (name length,
 /// value length), then each name and value followed by a NUL. The number of pairs, or `None`
-/// when the buffer does not hold what it announces.
+/// when the buffer does not hold what it announces (the engine reads the same format).
 pub(crate) fn parse_map(buf: &[u8]) -> Option<usize> {
-    if buf.is_empty() {
-        return Some(0);
-    }
-    let n = u32_at(buf, 0)?;
-    let mut p = n.checked_mul(8)?.checked_add(4)?;
-    if p > buf.len() {
-        return None;
-    }
-    for i in 0..n {
-        p = pair_at(buf, i, p)?.1;
-    }
-    Some(n)
-}
-
-fn u32_at(buf: &[u8], at: usize) -> Option<usize> {
-    let b = buf.get(at..at.checked_add(4)?)?;
-    Some(u32::from_le_bytes([*b.first()?, *b.get(1)?, *b.get(2)?, *b.get(3)?]) as usize)
-}
-
-/// Pair `i` of a serialized map whose data for it starts at `p`, and where the next pair's
-/// starts; `None` when the buffer is too short.
-fn pair_at(buf: &[u8], i: usize, p: usize) -> Option<((&[u8], &[u8]), usize)> {
-    let name_len = u32_at(buf, i.checked_mul(8)?.checked_add(4)?)?;
-    let value_len = u32_at(buf, i.checked_mul(8)?.checked_add(8)?)?;
-    let name_end = p.checked_add(name_len)?;
-    let value_start = name_end.checked_add(1)?;
-    let value_end = value_start.checked_add(value_len)?;
-    let next = value_end.checked_add(1)?;
-    if next > buf.len() {
-        return None;
-    }
-    Some(((buf.get(p..name_end)?, buf.get(value_start..value_end)?), next))
+    wafer::body::pairs::block_len(buf)
 }
 
 /// Host bytes as text: borrowed when valid UTF-8 (checked a word at a time; the lossy

@@ -452,11 +452,8 @@ impl WaferHttp {
         if let (false, Some(a)) = (has_host, authority) {
             tx.add_request_header(b"Host", a);
         }
-        for (name, value) in headers.pairs() {
-            if !name.starts_with(b":") {
-                tx.add_request_header(name, value);
-            }
-        }
+        // The host's serialized headers become the transaction's (not copied one by one).
+        tx.add_request_header_block(headers.into_bytes());
         // Envoy removes `Transfer-Encoding` after de-chunking. An HTTP/1.1 request with
         // a body and no Content-Length was chunked on the wire: say so, as the client did.
         if chunked_guess && self.protocol == "HTTP/1.1" {

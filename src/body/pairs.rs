@@ -24,9 +24,9 @@ impl PairSink for Vec<(Vec<u8>, Vec<u8>)> {
 #[derive(Default)]
 pub struct Pairs {
     chunks: Vec<Vec<u8>>,
-    /// Per pair: its chunk, where its name starts there, where its value starts (the name's
-    /// end), where the value ends.
-    spans: Vec<[usize; 4]>,
+    /// Per pair: its chunk, where its name starts and ends there, where its value starts and
+    /// ends.
+    spans: Vec<[usize; 5]>,
 }
 
 /// Smallest chunk (a browser's request headers fit in one).
@@ -70,13 +70,25 @@ impl Pairs {
         pair(&self.chunks, self.spans.get(i)?)
     }
 
+    /// Appends the pairs of a serialized block (see [`block_spans`]) whose names `keep`
+    /// accepts. The block becomes one of the chunks: its bytes are not copied.
+    pub fn push_block(&mut self, block: Vec<u8>, keep: impl Fn(&[u8]) -> bool) {
+        let c = self.chunks.len();
+        for (name, value) in block_spans(&block) {
+            if block.get(name.clone()).is_some_and(&keep) {
+                self.spans.push([c, name.start, name.end, value.start, value.end]);
+            }
+        }
+        self.chunks.push(block);
+    }
+
     pub fn iter(&self) -> Iter<'_> {
         Iter { chunks: &self.chunks, spans: self.spans.iter() }
     }
 
     /// The bytes the pairs' buffers hold (their capacities).
     pub fn retained_bytes(&self) -> usize {
-        self.chunks.iter().map(Vec::capacity).sum::<usize>() + self.spans.capacity() * std::mem::size_of::<[usize; 4]>()
+        self.chunks.iter().map(Vec::capacity).sum::<usize>() + self.spans.capacity() * std::mem::size_of::<[usize; 5]>()
     }
 
     /// The pairs as owned vectors (tests, logs).
@@ -85,15 +97,86 @@ impl Pairs {
     }
 }
 
-fn pair<'a>(chunks: &'a [Vec<u8>], &[c, name, value, end]: &[usize; 4]) -> Option<(&'a [u8], &'a [u8])> {
-    let bytes = chunks.get(c)?.get(name..end)?;
-    bytes.split_at_checked(value - name)
+fn pair<'a>(chunks: &'a [Vec<u8>], &[c, name, name_end, value, end]: &[usize; 5]) -> Option<(&'a [u8], &'a [u8])> {
+    let chunk = chunks.get(c)?;
+    Some((chunk.get(name..name_end)?, chunk.get(value..end)?))
+}
+
+/// The `(name, value)` ranges of a serialized block of pairs, in order: a little-endian
+/// `u32` count N, N pairs of `u32` lengths (name, value), then each name and each value
+/// followed by a NUL (proxy-wasm's serialization of header maps). Ends at the first pair the
+/// block does not hold.
+pub fn block_spans(block: &[u8]) -> BlockSpans<'_> {
+    let n = u32_at(block, 0).unwrap_or(0);
+    let data = n.checked_mul(8).and_then(|t| t.checked_add(4)).unwrap_or(usize::MAX);
+    BlockSpans { block, i: 0, n, p: data }
+}
+
+/// The number of pairs of a serialized block (see [`block_spans`]); `None` when the block
+/// does not hold what it announces. An empty block has none.
+pub fn block_len(block: &[u8]) -> Option<usize> {
+    if block.is_empty() {
+        return Some(0);
+    }
+    let n = u32_at(block, 0)?;
+    if n.checked_mul(8)?.checked_add(4)? > block.len() {
+        return None;
+    }
+    (block_spans(block).count() == n).then_some(n)
+}
+
+fn u32_at(buf: &[u8], at: usize) -> Option<usize> {
+    let b = buf.get(at..at.checked_add(4)?)?;
+    Some(u32::from_le_bytes([*b.first()?, *b.get(1)?, *b.get(2)?, *b.get(3)?]) as usize)
+}
+
+/// See [`block_spans`].
+pub struct BlockSpans<'a> {
+    block: &'a [u8],
+    /// The next pair, of `n`.
+    i: usize,
+    n: usize,
+    /// Where the next pair's name starts.
+    p: usize,
+}
+
+impl BlockSpans<'_> {
+    fn step(&mut self) -> Option<(std::ops::Range<usize>, std::ops::Range<usize>)> {
+        let at = self.i.checked_mul(8)?.checked_add(4)?;
+        let (name_len, value_len) = (u32_at(self.block, at)?, u32_at(self.block, at.checked_add(4)?)?);
+        let name_end = self.p.checked_add(name_len)?;
+        let value = name_end.checked_add(1)?;
+        let value_end = value.checked_add(value_len)?;
+        let next = value_end.checked_add(1)?;
+        if next > self.block.len() {
+            return None;
+        }
+        let spans = (self.p..name_end, value..value_end);
+        self.p = next;
+        self.i += 1;
+        Some(spans)
+    }
+}
+
+impl Iterator for BlockSpans<'_> {
+    type Item = (std::ops::Range<usize>, std::ops::Range<usize>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.i >= self.n {
+            return None;
+        }
+        let spans = self.step();
+        if spans.is_none() {
+            self.i = self.n;
+        }
+        spans
+    }
 }
 
 /// See [`Pairs::iter`].
 pub struct Iter<'a> {
     chunks: &'a [Vec<u8>],
-    spans: std::slice::Iter<'a, [usize; 4]>,
+    spans: std::slice::Iter<'a, [usize; 5]>,
 }
 
 impl<'a> Iterator for Iter<'a> {
@@ -121,21 +204,27 @@ impl PairSink for Pairs {
     fn push_parts(&mut self, name: &[&[u8]], value: &[u8]) {
         let n: usize = name.iter().map(|p| p.len()).sum();
         let need = n + value.len();
-        let room = self.chunks.last().is_some_and(|c| c.capacity() - c.len() >= need);
-        if !room {
-            self.chunks.push(Vec::with_capacity(need.max(CHUNK)));
-        }
+        let room = |c: &Vec<u8>| c.capacity() - c.len() >= need;
+        // The last chunk, else the first (a block pushed whole has no room, the chunk before
+        // it may have).
+        let at = match self.chunks.len().checked_sub(1) {
+            Some(last) if self.chunks.get(last).is_some_and(room) => last,
+            Some(_) if self.chunks.first().is_some_and(room) => 0,
+            _ => {
+                self.chunks.push(Vec::with_capacity(need.max(CHUNK)));
+                self.chunks.len() - 1
+            }
+        };
         if self.spans.is_empty() {
             self.spans.reserve(16);
         }
-        let at = self.chunks.len() - 1;
-        if let Some(c) = self.chunks.last_mut() {
+        if let Some(c) = self.chunks.get_mut(at) {
             let start = c.len();
             for p in name {
                 c.extend_from_slice(p);
             }
             c.extend_from_slice(value);
-            self.spans.push([at, start, start + n, start + need]);
+            self.spans.push([at, start, start + n, start + n, start + need]);
         }
     }
 }
@@ -171,5 +260,53 @@ mod tests {
         p.push_pair(b"b", b"2");
         assert_eq!(p.to_vec(), vec![(b"b".to_vec(), b"2".to_vec())]);
         assert_eq!(p.get(0).map(|(k, _)| k.as_ptr()), first);
+    }
+
+    fn block(pairs: &[(&[u8], &[u8])]) -> Vec<u8> {
+        let mut out = (pairs.len() as u32).to_le_bytes().to_vec();
+        for (n, v) in pairs {
+            out.extend_from_slice(&(n.len() as u32).to_le_bytes());
+            out.extend_from_slice(&(v.len() as u32).to_le_bytes());
+        }
+        for (n, v) in pairs {
+            out.extend_from_slice(n);
+            out.push(0);
+            out.extend_from_slice(v);
+            out.push(0);
+        }
+        out
+    }
+
+    /// A block's pairs are the pairs pushed one by one (those `keep` accepts), read in place
+    /// among pairs pushed before and after; a block cut short gives the pairs it holds.
+    #[test]
+    fn blocks_give_the_pairs_they_serialize_in_place() {
+        let pairs: &[(&[u8], &[u8])] = &[(b":path", b"/a?b=1"), (b"x-empty", b""), (b"\xff\xfe", b"\x00bin\xff"), (b"a", b"1"), (b"a", b"2")];
+        let b = block(pairs);
+        assert_eq!(block_len(&b), Some(5));
+        let mut p = Pairs::default();
+        p.push_pair(b"Host", b"h");
+        let moved = b.clone();
+        let at = moved.as_ptr();
+        p.push_block(moved, |n| !n.starts_with(b":"));
+        p.push_pair(b"z", b"9");
+        let mut want = vec![(b"Host".to_vec(), b"h".to_vec())];
+        want.extend(pairs.iter().skip(1).map(|(n, v)| (n.to_vec(), v.to_vec())));
+        want.push((b"z".to_vec(), b"9".to_vec()));
+        assert_eq!(p.to_vec(), want);
+        // Read where the block holds it: after the count, 5 length pairs, ":path\0/a?b=1\0".
+        let (name, _) = p.get(1).unwrap();
+        assert_eq!(name.as_ptr(), at.wrapping_add(4 + 40 + 13));
+        for cut in 0..b.len() {
+            let got: Vec<_> = block_spans(&b[..cut]).map(|(n, v)| (b[n].to_vec(), b[v].to_vec())).collect();
+            assert!(got.len() < 5, "cut at {cut}");
+            assert_eq!(got, pairs[..got.len()].iter().map(|(n, v)| (n.to_vec(), v.to_vec())).collect::<Vec<_>>());
+            assert_eq!(block_len(&b[..cut]), if cut == 0 { Some(0) } else { None }, "cut at {cut}");
+        }
+        let mut big = b.clone();
+        big[..4].copy_from_slice(&u32::MAX.to_le_bytes());
+        // A count the block cannot hold puts its data past the end: no pair.
+        assert_eq!(block_len(&big), None);
+        assert_eq!(block_spans(&big).count(), 0);
     }
 }

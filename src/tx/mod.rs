@@ -564,6 +564,16 @@ impl Transaction {
         self.req.add_request_header_limited(name, value, self.rs.mentions.cookies, limit, old);
     }
 
+    /// Adds the request headers serialized in `block` (a little-endian `u32` count N, N pairs
+    /// of `u32` lengths (name, value), then each name and value followed by a NUL: proxy-wasm's
+    /// serialization of header maps), skipping pseudo-headers (names starting with `:`), as
+    /// [`Transaction::add_request_header`] adds each. The block is kept, not copied.
+    pub fn add_request_header_block(&mut self, block: Vec<u8>) {
+        let limit = self.rs.settings.arguments_limit;
+        let old = self.replay.trace_request().filter(|_| self.profile.is_none());
+        self.req.add_request_header_block(block, self.rs.mentions.cookies, limit, old);
+    }
+
     /// Phase 1.
     pub fn process_request_headers(&mut self) -> Option<Interruption> {
         self.run_phase(1)

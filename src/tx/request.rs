@@ -296,6 +296,28 @@ impl Request {
     /// `old`: an earlier request of the same rule set (the same limit), whose cookies are
     /// taken when its only `Cookie` header was this one and this is the first.
     pub fn add_request_header_limited(&mut self, name: &[u8], value: &[u8], parse_cookies: bool, max_cookies: usize, old: Option<&Request>) {
+        self.header_added(name, value, parse_cookies, max_cookies, old);
+        self.headers.push_pair(name, value);
+    }
+
+    /// Adds the request headers serialized in `block` (see [`crate::body::pairs::block_spans`])
+    /// whose names do not start with `:` (pseudo-headers), as
+    /// [`Request::add_request_header_limited`] adds one. The block is kept as it is: the
+    /// names and values are not copied.
+    pub fn add_request_header_block(&mut self, block: Vec<u8>, parse_cookies: bool, max_cookies: usize, old: Option<&Request>) {
+        let mut headers = std::mem::take(&mut self.headers);
+        let first = headers.len();
+        headers.push_block(block, |name| !name.starts_with(b":"));
+        for i in first..headers.len() {
+            if let Some((name, value)) = headers.get(i) {
+                self.header_added(name, value, parse_cookies, max_cookies, old);
+            }
+        }
+        self.headers = headers;
+    }
+
+    /// What a request header means besides itself: its cookies, the server name.
+    fn header_added(&mut self, name: &[u8], value: &[u8], parse_cookies: bool, max_cookies: usize, old: Option<&Request>) {
         if parse_cookies && name.eq_ignore_ascii_case(b"cookie") {
             match old.filter(|o| self.cookie_source.is_empty() && only_cookie_header(&o.cookie_source, value)) {
                 Some(o) => {
@@ -309,7 +331,6 @@ impl Request {
             let host = value.split(|&b| b == b':').next().unwrap_or_default();
             set_bytes(&mut self.server_name, host);
         }
-        self.headers.push_pair(name, value);
     }
 
     /// ModSecurity v3 cookie parsing: split on `;`, key = up to the first `=`
@@ -570,6 +591,38 @@ mod tests {
         let mut r = Request::default();
         r.add_request_header_limited(b"Cookie", b"a=1; b ", true, 2, Some(&fresh));
         assert_eq!(r.cookies.to_vec(), vec![(b"a".to_vec(), b"1".to_vec()), (b"b".to_vec(), Vec::new())]);
+    }
+
+    /// Headers given as one serialized block mean what the same headers added one by one
+    /// mean: the headers (pseudo-headers left out), the cookies, the server name.
+    #[test]
+    fn a_block_of_headers_is_the_headers_added_one_by_one() {
+        let pairs: &[(&[u8], &[u8])] = &[(b":authority", b"ex.com"), (b"host", b"h.example:8080"), (b"cookie", b"a=1; b=2"), (b":path", b"/"), (b"x-y", b"\xff"), (b"Cookie", b"c=3")];
+        let mut block = (pairs.len() as u32).to_le_bytes().to_vec();
+        for (n, v) in pairs {
+            block.extend_from_slice(&(n.len() as u32).to_le_bytes());
+            block.extend_from_slice(&(v.len() as u32).to_le_bytes());
+        }
+        for (n, v) in pairs {
+            block.extend_from_slice(n);
+            block.push(0);
+            block.extend_from_slice(v);
+            block.push(0);
+        }
+        for old in [None, Some(Request::default())] {
+            let (mut one, mut all) = (Request::default(), Request::default());
+            for (n, v) in pairs.iter().filter(|(n, _)| !n.starts_with(b":")) {
+                one.add_request_header_limited(n, v, true, 2, old.as_ref());
+            }
+            all.add_request_header_limited(b"Host", b"first", true, 2, None);
+            all.headers.clear();
+            all.server_name.clear();
+            all.add_request_header_block(block.clone(), true, 2, old.as_ref());
+            assert_eq!(all.headers.to_vec(), one.headers.to_vec());
+            assert_eq!((all.cookies.to_vec(), &all.cookie_source, &all.server_name), (one.cookies.to_vec(), &one.cookie_source, &one.server_name));
+            assert_eq!(all.server_name, b"h.example");
+            assert_eq!(all.cookies.len(), 2);
+        }
     }
 
     #[test]
