@@ -517,14 +517,9 @@ impl WaferHttp {
         let Some(tx) = self.tx.as_mut() else {
             return Action::Continue;
         };
-        let mut status = 0;
-        for (name, value) in headers.pairs() {
-            if name == b":status" {
-                status = host::parse_status(value);
-            } else if !name.starts_with(b":") {
-                tx.add_response_header(name, value);
-            }
-        }
+        let status = headers.get(b":status").map_or(0, host::parse_status);
+        // The host's serialized headers become the transaction's (not copied one by one).
+        tx.add_response_header_block(headers.into_bytes());
         let body_access = tx.response_body_access();
         let interruption = tx.process_response_headers(status, &self.protocol);
         if let Action::Pause = self.after_phase(Side::Response, interruption) {

@@ -235,6 +235,23 @@ impl std::fmt::Debug for Pairs {
     }
 }
 
+/// The serialized block of `pairs` (see [`block_spans`]), for tests.
+#[cfg(test)]
+pub(crate) fn block_of(pairs: &[(&[u8], &[u8])]) -> Vec<u8> {
+    let mut out = (pairs.len() as u32).to_le_bytes().to_vec();
+    for (n, v) in pairs {
+        out.extend_from_slice(&(n.len() as u32).to_le_bytes());
+        out.extend_from_slice(&(v.len() as u32).to_le_bytes());
+    }
+    for (n, v) in pairs {
+        out.extend_from_slice(n);
+        out.push(0);
+        out.extend_from_slice(v);
+        out.push(0);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -262,27 +279,12 @@ mod tests {
         assert_eq!(p.get(0).map(|(k, _)| k.as_ptr()), first);
     }
 
-    fn block(pairs: &[(&[u8], &[u8])]) -> Vec<u8> {
-        let mut out = (pairs.len() as u32).to_le_bytes().to_vec();
-        for (n, v) in pairs {
-            out.extend_from_slice(&(n.len() as u32).to_le_bytes());
-            out.extend_from_slice(&(v.len() as u32).to_le_bytes());
-        }
-        for (n, v) in pairs {
-            out.extend_from_slice(n);
-            out.push(0);
-            out.extend_from_slice(v);
-            out.push(0);
-        }
-        out
-    }
-
     /// A block's pairs are the pairs pushed one by one (those `keep` accepts), read in place
     /// among pairs pushed before and after; a block cut short gives the pairs it holds.
     #[test]
     fn blocks_give_the_pairs_they_serialize_in_place() {
         let pairs: &[(&[u8], &[u8])] = &[(b":path", b"/a?b=1"), (b"x-empty", b""), (b"\xff\xfe", b"\x00bin\xff"), (b"a", b"1"), (b"a", b"2")];
-        let b = block(pairs);
+        let b = block_of(pairs);
         assert_eq!(block_len(&b), Some(5));
         let mut p = Pairs::default();
         p.push_pair(b"Host", b"h");

@@ -654,10 +654,18 @@ impl Transaction {
         self.req.add_response_header(name, value);
     }
 
+    /// The response headers in one serialized block, as
+    /// [`Transaction::add_request_header_block`] takes the request's (`:status` is skipped:
+    /// the host gives it to [`Transaction::process_response_headers`]).
+    pub fn add_response_header_block(&mut self, block: Vec<u8>) {
+        self.req.add_response_header_block(block);
+    }
+
     /// Phase 3.
     pub fn process_response_headers(&mut self, status: u16, protocol: &str) -> Option<Interruption> {
         self.req.response_status = status;
-        self.req.response_protocol = protocol.to_string();
+        self.req.response_protocol.clear();
+        self.req.response_protocol.push_str(protocol);
         self.run_phase(3)
     }
 

@@ -368,11 +368,33 @@ impl Request {
     }
 
     pub fn add_response_header(&mut self, name: &[u8], value: &[u8]) {
+        self.response_header_added(name, value);
+        self.response_headers.push_pair(name, value);
+    }
+
+    /// Adds the response headers serialized in `block` as
+    /// [`Request::add_request_header_block`] adds the request's.
+    pub fn add_response_header_block(&mut self, block: Vec<u8>) {
+        let mut headers = std::mem::take(&mut self.response_headers);
+        let first = headers.len();
+        headers.push_block(block, |name| !name.starts_with(b":"));
+        for i in first..headers.len() {
+            if let Some((name, value)) = headers.get(i) {
+                self.response_header_added(name, value);
+            }
+        }
+        self.response_headers = headers;
+    }
+
+    /// What a response header means besides itself: the content type (in the buffer kept
+    /// from the last request).
+    fn response_header_added(&mut self, name: &[u8], value: &[u8]) {
         if name.eq_ignore_ascii_case(b"content-type") {
             let ct = value.split(|&b| b == b';').next().unwrap_or_default();
-            self.response_content_type = String::from_utf8_lossy(ct).trim().to_ascii_lowercase();
+            self.response_content_type.clear();
+            self.response_content_type.push_str(String::from_utf8_lossy(ct).trim());
+            self.response_content_type.make_ascii_lowercase();
         }
-        self.response_headers.push_pair(name, value);
     }
 
     /// `FULL_REQUEST`: request line, headers, blank line, body.
@@ -598,17 +620,7 @@ mod tests {
     #[test]
     fn a_block_of_headers_is_the_headers_added_one_by_one() {
         let pairs: &[(&[u8], &[u8])] = &[(b":authority", b"ex.com"), (b"host", b"h.example:8080"), (b"cookie", b"a=1; b=2"), (b":path", b"/"), (b"x-y", b"\xff"), (b"Cookie", b"c=3")];
-        let mut block = (pairs.len() as u32).to_le_bytes().to_vec();
-        for (n, v) in pairs {
-            block.extend_from_slice(&(n.len() as u32).to_le_bytes());
-            block.extend_from_slice(&(v.len() as u32).to_le_bytes());
-        }
-        for (n, v) in pairs {
-            block.extend_from_slice(n);
-            block.push(0);
-            block.extend_from_slice(v);
-            block.push(0);
-        }
+        let block = crate::body::pairs::block_of(pairs);
         for old in [None, Some(Request::default())] {
             let (mut one, mut all) = (Request::default(), Request::default());
             for (n, v) in pairs.iter().filter(|(n, _)| !n.starts_with(b":")) {
@@ -623,6 +635,15 @@ mod tests {
             assert_eq!(all.server_name, b"h.example");
             assert_eq!(all.cookies.len(), 2);
         }
+        // The response's: the headers and the content type, which replaces the last one's.
+        let pairs: &[(&[u8], &[u8])] = &[(b":status", b"200"), (b"content-type", b" Text/HTML; charset=utf-8"), (b"x-a", b"1")];
+        let block = crate::body::pairs::block_of(pairs);
+        let mut r = Request::default();
+        r.add_response_header(b"content-type", b"application/json");
+        r.response_headers.clear();
+        r.add_response_header_block(block);
+        assert_eq!(r.response_headers.to_vec(), vec![(b"content-type".to_vec(), b" Text/HTML; charset=utf-8".to_vec()), (b"x-a".to_vec(), b"1".to_vec())]);
+        assert_eq!(r.response_content_type, "text/html");
     }
 
     #[test]
