@@ -5,6 +5,7 @@
 
 use crate::abi::hostcalls;
 use crate::abi::types::{BufferType, Bytes, LogLevel, MapType, Status};
+use wafer::body::pairs::block_len;
 
 /// Writes one line to Envoy's log (component `wasm`); Envoy drops it below its log level.
 pub(crate) fn log(level: LogLevel, message: &str) {
@@ -21,14 +22,13 @@ pub(crate) fn header_pairs(map: MapType) -> Option<Vec<(String, Bytes)>> {
 /// no allocation besides the host's buffer (a map of owned names and values would allocate
 /// two buffers per header).
 pub(crate) struct HeaderMap {
+    /// Checked by `block_len` when read: every pair it announces is in it.
     buf: Bytes,
-    /// The number of pairs, all checked by [`parse_map`].
-    n: usize,
 }
 
 impl HeaderMap {
     pub(crate) fn pairs(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
-        wafer::body::pairs::block_spans(&self.buf).take(self.n).map_while(|(name, value)| Some((self.buf.get(name)?, self.buf.get(value)?)))
+        wafer::body::pairs::block_spans(&self.buf).map_while(|(name, value)| Some((self.buf.get(name)?, self.buf.get(value)?)))
     }
 
     /// The serialized map itself (for [`wafer::Transaction::add_request_header_block`]).
@@ -65,19 +65,12 @@ pub(crate) fn header_map(map: MapType) -> Option<HeaderMap> {
             return None;
         }
         if data.is_null() {
-            return Some(HeaderMap { buf: Vec::new(), n: 0 });
+            return Some(HeaderMap { buf: Vec::new() });
         }
         Vec::from_raw_parts(data, size, size)
     };
-    let n = parse_map(&buf)?;
-    Some(HeaderMap { buf, n })
-}
-
-/// Checks the proxy-wasm map serialization: `u32` count N, N pairs of `u32` (name length,
-/// value length), then each name and value followed by a NUL. The number of pairs, or `None`
-/// when the buffer does not hold what it announces (the engine reads the same format).
-pub(crate) fn parse_map(buf: &[u8]) -> Option<usize> {
-    wafer::body::pairs::block_len(buf)
+    block_len(&buf)?;
+    Some(HeaderMap { buf })
 }
 
 /// Host bytes as text: borrowed when valid UTF-8 (checked a word at a time; the lossy
@@ -225,12 +218,13 @@ mod tests {
         let pairs: &[(&[u8], &[u8])] =
             &[(b":path", b"/a?b=1"), (b"x-empty", b""), (b"\xff\xfe", b"\x00bin\xff"), (b"a", b"1"), (b"a", b"2")];
         let buf = serialize(pairs);
-        let m = HeaderMap { n: parse_map(&buf).unwrap(), buf };
+        let m = HeaderMap { buf };
+        assert!(block_len(&m.buf).is_some());
         assert_eq!(m.pairs().collect::<Vec<_>>(), pairs.to_vec());
         assert_eq!(m.get(b"a"), Some(&b"1"[..]));
         assert_eq!(m.get(b"b"), None);
-        assert_eq!(parse_map(b""), Some(0));
-        assert_eq!(parse_map(&0u32.to_le_bytes()), Some(0));
+        assert_eq!(block_len(b""), Some(0));
+        assert_eq!(block_len(&0u32.to_le_bytes()), Some(0));
     }
 
     #[test]
@@ -238,14 +232,14 @@ mod tests {
         let buf = serialize(&[(b"name", b"value"), (b"n2", b"v2")]);
         // Every truncation, and counts larger than the buffer, give None (never a panic).
         for cut in 1..buf.len() {
-            assert_eq!(parse_map(&buf[..cut]), None, "cut at {cut}");
+            assert_eq!(block_len(&buf[..cut]), None, "cut at {cut}");
         }
         let mut big = buf.clone();
         big[..4].copy_from_slice(&u32::MAX.to_le_bytes());
-        assert_eq!(parse_map(&big), None);
+        assert_eq!(block_len(&big), None);
         let mut long = buf.clone();
         long[4..8].copy_from_slice(&(u32::MAX - 1).to_le_bytes());
-        assert_eq!(parse_map(&long), None);
+        assert_eq!(block_len(&long), None);
     }
 
     #[test]

@@ -305,15 +305,22 @@ impl Request {
     /// [`Request::add_request_header_limited`] adds one. The block is kept as it is: the
     /// names and values are not copied.
     pub fn add_request_header_block(&mut self, block: Vec<u8>, parse_cookies: bool, max_cookies: usize, old: Option<&Request>) {
-        let mut headers = std::mem::take(&mut self.headers);
-        let first = headers.len();
-        headers.push_block(block, |name| !name.starts_with(b":"));
-        for i in first..headers.len() {
-            if let Some((name, value)) = headers.get(i) {
-                self.header_added(name, value, parse_cookies, max_cookies, old);
+        self.add_block(|r| &mut r.headers, block, |r, name, value| r.header_added(name, value, parse_cookies, max_cookies, old));
+    }
+
+    /// Pushes a header block's pairs other than pseudo-headers into the pairs `field` picks,
+    /// then calls `added` with each new one (the pairs are out of the request meanwhile, so
+    /// `added` may change the rest of it).
+    fn add_block(&mut self, field: fn(&mut Request) -> &mut Pairs, block: Vec<u8>, mut added: impl FnMut(&mut Request, &[u8], &[u8])) {
+        let mut pairs = std::mem::take(field(self));
+        let first = pairs.len();
+        pairs.push_block(block, |name| !name.starts_with(b":"));
+        for i in first..pairs.len() {
+            if let Some((name, value)) = pairs.get(i) {
+                added(self, name, value);
             }
         }
-        self.headers = headers;
+        *field(self) = pairs;
     }
 
     /// What a request header means besides itself: its cookies, the server name.
@@ -375,15 +382,7 @@ impl Request {
     /// Adds the response headers serialized in `block` as
     /// [`Request::add_request_header_block`] adds the request's.
     pub fn add_response_header_block(&mut self, block: Vec<u8>) {
-        let mut headers = std::mem::take(&mut self.response_headers);
-        let first = headers.len();
-        headers.push_block(block, |name| !name.starts_with(b":"));
-        for i in first..headers.len() {
-            if let Some((name, value)) = headers.get(i) {
-                self.response_header_added(name, value);
-            }
-        }
-        self.response_headers = headers;
+        self.add_block(|r| &mut r.response_headers, block, Request::response_header_added);
     }
 
     /// What a response header means besides itself: the content type (in the buffer kept
