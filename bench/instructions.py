@@ -2,15 +2,16 @@
 """Instructions per request in Envoy itself, deterministic: Envoy (and its V8, and wafer's
 compiled wasm) under valgrind's callgrind, counting only while N requests are served.
 
-    python3 bench/instructions.py --wasm target/wafer.wasm --config CONFIG.json [--shape get|post1k] [-n 1000] [-c 1]
+    python3 bench/instructions.py --wasm target/wafer.wasm --config CONFIG.json [--shape get|get-varied|post1k] [-n 1000] [-c 1]
     python3 bench/instructions.py --wasm none            # vanilla Envoy
 
 CPU time on a shared machine moves by +-20% between runs; instruction counts do not (a few
 tenths of a percent), so small changes can be judged in the real proxy. Envoy starts under
 callgrind with instrumentation off (V8 compiling the module is not counted), serves 50
 requests, then counts N requests of one shape (the browser-like GET of PEERS_DIR, with a new
-`x-request-id` each as Envoy adds, or its 1 KB JSON POST), sent by oha one at a time on one
-keep-alive connection, or with `-c N` on N connections at once (`make bench` uses 64: the
+`x-request-id` each as Envoy adds; the same GET with new query and cookie values in each request,
+as `make bench`'s "GET, new values"; or its 1 KB JSON POST), sent by oha (the new-values GET: by
+this script) one at a time on one keep-alive connection, or with `-c N` on N connections at once (`make bench` uses 64: the
 transactions in flight then overlap, as in a busy proxy). Every response must be the upstream's 200. The upstream is a
 second Envoy (not counted) answering a 180-byte `text/html` page, like `make bench`'s origin.
 Prints instructions per request: in Envoy's binary (which includes V8 and its builtins), in
@@ -18,6 +19,8 @@ code without a file (the module's code compiled by V8), in libc, and in total.
 Needs valgrind, oha and the envoy command (`make tools bench-tools`); takes ~1 min per run.
 """
 import argparse
+import http.client
+import itertools
 import json
 import os
 import re
@@ -25,7 +28,9 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.parse
 import urllib.request
 
 from run import find_envoy
@@ -87,6 +92,60 @@ def load(url, n, headers, body, connections=1):
         sys.exit(f"unexpected responses: {codes} {stats.get('errorDistribution')}")
 
 
+def varied(path, headers, n):
+    """Request `n`'s path and headers: every query and cookie value with `n` appended (as
+    bench/conf/wrk.lua's WRK_VARY)."""
+    tag = str(n)
+    p = re.sub(r"=([^&]*)", lambda m: "=" + m.group(1) + tag, path)
+    hs = []
+    for h in headers:
+        k, _, v = h.partition(":")
+        if k.strip().lower() == "cookie":
+            v = re.sub(r"=([^;]*)", lambda m: "=" + m.group(1).strip() + tag, v.strip())
+        hs.append((k.strip(), v.strip()))
+    return p, hs
+
+
+NUMBERS = itertools.count(1)
+
+
+def load_varied(port, path, n, headers, connections=1):
+    """`n` GETs with new values (see `varied`, numbered on from the last call) on
+    `connections` keep-alive connections at once; every answer must be the upstream's 200."""
+    numbers = NUMBERS
+    lock = threading.Lock()
+    bad = []
+
+    def worker(count):
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+        try:
+            for _ in range(count):
+                with lock:
+                    k = next(numbers)
+                p, hs = varied(path, headers, k)
+                c.putrequest("GET", p, skip_host=True, skip_accept_encoding=True)
+                for name, v in hs:
+                    c.putheader(name, v)
+                c.endheaders()
+                r = c.getresponse()
+                r.read()
+                if r.status != 200:
+                    bad.append(r.status)
+        except (OSError, http.client.HTTPException) as e:
+            bad.append(repr(e))
+        finally:
+            c.close()
+
+    per = [n // connections + (1 if i < n % connections else 0) for i in range(connections)]
+    threads = [threading.Thread(target=worker, args=(k,)) for k in per]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if bad:
+        sys.exit(f"unexpected responses: {bad[:5]} ({len(bad)} of {n})")
+
+
 def by_object(path):
     """Instructions by part (Envoy, module code, libc, other) from a callgrind output file."""
     out = subprocess.run(["callgrind_annotate", "--threshold=100", path], capture_output=True, text=True).stdout
@@ -117,7 +176,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--wasm", required=True, help="wafer.wasm, or none for vanilla Envoy")
     ap.add_argument("--config", help="the plugin configuration (JSON file)")
-    ap.add_argument("--shape", choices=["get", "post1k"], default="get")
+    ap.add_argument("--shape", choices=["get", "get-varied", "post1k"], default="get")
     ap.add_argument("-n", type=int, default=1000, help="requests counted")
     ap.add_argument("-c", type=int, default=1, help="connections (requests in flight at once)")
     ap.add_argument("--port-base", type=int, default=int(os.environ.get("PORT_BASE", "29180")))
@@ -151,9 +210,15 @@ def main():
             procs.append(vg)
             wait_ready(admin, vg, 900)
             url = f"http://127.0.0.1:{port}{path}"
-            load(url, 50, headers, body)
+            if a.shape == "get-varied":
+                load_varied(port, path, 50, headers)
+            else:
+                load(url, 50, headers, body)
             subprocess.run(["callgrind_control", "-i", "on", str(vg.pid)], capture_output=True, check=True)
-            load(url, a.n, headers, body, a.c)
+            if a.shape == "get-varied":
+                load_varied(port, path, a.n, headers, a.c)
+            else:
+                load(url, a.n, headers, body, a.c)
             vg.send_signal(signal.SIGINT)
             vg.wait(timeout=300)
         finally:

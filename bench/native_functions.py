@@ -4,7 +4,7 @@
     python3 bench/native_functions.py CONFIG.json [--top 40] [--n 2000] [--bin target/release/wafer]
 
 Runs `wafer time CONFIG N GET <PEERS_DIR's path and headers> --request-id --response <a 180-byte
-page>` under valgrind's callgrind twice, with N and 2N requests, and prints each function's own
+page>` (`--vary`: `--vary` instead of `--request-id`, new query and cookie values in every request) under valgrind's callgrind twice, with N and 2N requests, and prints each function's own
 instructions (not its callees') of the difference divided by N: what one more request costs,
 without the rule set's compilation and the process's start. The CLI's own per-request work
 (`run_req_with`, `respond`, `time_eval`, formatting the request id) is in the list too; and
@@ -43,6 +43,7 @@ def main():
     ap.add_argument("--n", type=int, default=2000, help="requests of the first run (the second runs twice as many)")
     ap.add_argument("--top", type=int, default=40)
     ap.add_argument("--bin", default=os.path.join(ROOT, "target", "release", "wafer"))
+    ap.add_argument("--vary", action="store_true", help="every request's query and cookie values new (make bench's GET, new values)")
     a = ap.parse_args()
     if a.n < 1:
         sys.exit("--n must be at least 1")
@@ -56,7 +57,7 @@ def main():
         for n in (a.n, 2 * a.n):
             out = os.path.join(d, f"callgrind.{n}")
             cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", a.bin, "time", a.config, str(n), "GET", path,
-                   *headers, "--request-id", "--response", page]
+                   *headers, "--vary" if a.vary else "--request-id", "--response", page]
             r = subprocess.run(cmd, capture_output=True, text=True)
             if r.returncode != 0:
                 sys.exit(f"wafer time failed ({r.returncode}):\n{r.stderr[-2000:]}")

@@ -25,13 +25,14 @@ fn usage() -> ExitCode {
                                     --request-id: a new x-request-id header in each request, as Envoy adds;
                                     --inflight K: each response phase runs after K later requests, as with K in flight;
                                     --latencies: with --vary or --request-id, percentiles of the requests' times and the slow ones)
-  wafer profile CONFIG.json N METHOD URI [Header: value]... [--body FILE] [--response FILE] [--top K] [--request-id]  per-rule time, memoization, rewrite candidates
+  wafer profile CONFIG.json N METHOD URI [Header: value]... [--body FILE] [--response FILE] [--top K] [--request-id] [--vary]  per-rule time, memoization, rewrite candidates
   wafer crs-test --native [--tests DIR] [--filter REGEX] [-v]
   wafer crs-requests [--tests DIR]      JSON lines {{id, raw (base64)}} of every CRS test stage
   wafer ids CONFIG.json < REQUESTS.jsonl  JSON lines {{id, status, ids}} (raw requests run natively)
   wafer replay-check [--tests DIR]      every CRS test stage run after itself, after the last stage, with a
-                                    header value changed and with its response changed: the same status, log
-                                    lines and TX as without the replay"
+                                    header value changed and with its response changed, and with its headers
+                                    in one block each (as Envoy gives them): the same status, log lines and TX
+                                    as without the replay, headers added one by one"
     );
     ExitCode::from(2)
 }
@@ -227,7 +228,7 @@ fn evict(i: u32) -> usize {
     Ruleset::compile("evict", &text).map(|rs| rs.build_all_regexes().unwrap_or(0)).unwrap_or(0)
 }
 
-/// `wafer profile CONFIG N METHOD URI [headers] [--body FILE] [--request-id]`: per-rule time, memoization,
+/// `wafer profile CONFIG N METHOD URI [headers] [--body FILE] [--request-id] [--vary]`: per-rule time, memoization,
 /// hot (targets, chain) groups and rewrite candidates over N runs of one request.
 fn profile(args: &[String]) -> Result<(), String> {
     let n: u32 = args[1].parse().map_err(|_| "N must be a number")?;
@@ -241,12 +242,18 @@ fn profile(args: &[String]) -> Result<(), String> {
     }
     // `--request-id`: a new x-request-id in every request, as Envoy adds.
     let request_ids = rest.iter().any(|a| a == "--request-id");
-    rest.retain(|a| a != "--request-id");
+    // `--vary`: new query and cookie values in every request (as `wafer time --vary`).
+    let varying = rest.iter().any(|a| a == "--vary");
+    rest.retain(|a| a != "--request-id" && a != "--vary");
     let req = Req::parse(&rest)?;
     run_req(&req, false, None)?; // compile, build the regexes this request needs
     let mut total = Profile::default();
     for i in 0..n {
-        if request_ids {
+        if varying {
+            let mut r = Req::parse(&vary(&rest, i + 1))?;
+            vary_body(std::rc::Rc::make_mut(&mut r.body), i + 1);
+            run_req(&r, false, Some(&mut total))?;
+        } else if request_ids {
             run_req_with(&req, Some(&request_id(i as usize)), false, Some(&mut total))?;
         } else {
             run_req(&req, false, Some(&mut total))?;
@@ -469,7 +476,8 @@ fn crs_test(args: &[String]) -> Result<(), String> {
 /// level 4, response phases) runs without the replay, then with it after another request
 /// (the last stage), after itself, with one header value changed after itself, and after
 /// itself with its response changed (a header more, a header value, the body or the
-/// status, by turns; and replaced by another test's). Each run
+/// status, by turns; and replaced by another test's); and with its headers given in one
+/// block each, as Envoy gives them, with and without the replay. Each run
 /// with the replay must give what the run without it gives: status, log lines, final TX.
 fn replay_check(args: &[String]) -> Result<(), String> {
     use wafer_cli::crs::{ftw, native};
@@ -502,6 +510,10 @@ fn replay_check(args: &[String]) -> Result<(), String> {
             compare("after itself", &id, native::run_request(&rs, &req, true), &expect);
             // Twice: the second walks each phase as the first did (see `replay::Run`).
             compare("after itself twice", &id, native::run_request(&rs, &req, true), &expect);
+            // The headers in one block each, as Envoy gives them: without the replay, then
+            // after itself (the next runs follow a trace built from blocks).
+            compare("headers as blocks", &id, native::run_request_as_blocks(&rs, &req, false, None), &expect);
+            compare("headers as blocks, after itself", &id, native::run_request_as_blocks(&rs, &req, true, None), &expect);
             let k = n % req.headers.len().max(1);
             let with = |more: &[u8]| {
                 let mut other = req.clone();

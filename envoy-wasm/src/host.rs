@@ -182,6 +182,7 @@ pub(crate) fn metric_segment(raw: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use wafer::body::pairs::block_of;
 
     #[test]
     fn split_address_forms() {
@@ -197,27 +198,11 @@ mod tests {
         assert_eq!(split_address(""), ("", 0));
     }
 
-    /// The serialization Envoy writes (proxy-wasm ABI), built here for the tests.
-    fn serialize(pairs: &[(&[u8], &[u8])]) -> Vec<u8> {
-        let mut out = (pairs.len() as u32).to_le_bytes().to_vec();
-        for (n, v) in pairs {
-            out.extend_from_slice(&(n.len() as u32).to_le_bytes());
-            out.extend_from_slice(&(v.len() as u32).to_le_bytes());
-        }
-        for (n, v) in pairs {
-            out.extend_from_slice(n);
-            out.push(0);
-            out.extend_from_slice(v);
-            out.push(0);
-        }
-        out
-    }
-
     #[test]
     fn header_map_round_trip() {
         let pairs: &[(&[u8], &[u8])] =
             &[(b":path", b"/a?b=1"), (b"x-empty", b""), (b"\xff\xfe", b"\x00bin\xff"), (b"a", b"1"), (b"a", b"2")];
-        let buf = serialize(pairs);
+        let buf = block_of(pairs);
         let m = HeaderMap { buf };
         assert!(block_len(&m.buf).is_some());
         assert_eq!(m.pairs().collect::<Vec<_>>(), pairs.to_vec());
@@ -229,7 +214,7 @@ mod tests {
 
     #[test]
     fn header_map_malformed_is_refused() {
-        let buf = serialize(&[(b"name", b"value"), (b"n2", b"v2")]);
+        let buf = block_of(&[(b"name", b"value"), (b"n2", b"v2")]);
         // Every truncation, and counts larger than the buffer, give None (never a panic).
         for cut in 1..buf.len() {
             assert_eq!(block_len(&buf[..cut]), None, "cut at {cut}");

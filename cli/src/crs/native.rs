@@ -83,14 +83,33 @@ pub type Response = (u16, Vec<(String, String)>, Vec<u8>);
 
 /// [`run_request`] with `upstream` as the upstream's response instead of albedo's answer.
 pub fn run_request_with(rs: &Arc<Ruleset>, req: &RawRequest, replay: bool, upstream: Option<&Response>) -> (Observed, Vec<(String, Vec<u8>)>, u64) {
+    execute(rs, req, replay, upstream, false)
+}
+
+/// [`run_request_with`], the request's and the response's headers each given in one
+/// serialized block with pseudo-headers first, as Envoy hands them over
+/// ([`Transaction::add_request_header_block`]): the transaction must see what it sees when
+/// they are added one by one.
+pub fn run_request_as_blocks(rs: &Arc<Ruleset>, req: &RawRequest, replay: bool, upstream: Option<&Response>) -> (Observed, Vec<(String, Vec<u8>)>, u64) {
+    execute(rs, req, replay, upstream, true)
+}
+
+fn execute(rs: &Arc<Ruleset>, req: &RawRequest, replay: bool, upstream: Option<&Response>, blocks: bool) -> (Observed, Vec<(String, Vec<u8>)>, u64) {
     let mut tx = Transaction::new(rs.clone(), "native".into());
     if !replay {
         tx.without_replay();
     }
     tx.process_connection("127.0.0.1", 50000, "127.0.0.1", 80);
     tx.process_uri(&req.uri, &req.method, &req.version);
-    for (k, v) in &req.headers {
-        tx.add_request_header(k, v);
+    if blocks {
+        let authority = req.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(b"host")).map_or(&b""[..], |(_, v)| v);
+        let pseudo: [(&[u8], &[u8]); 4] = [(b":authority", authority), (b":path", req.uri.as_bytes()), (b":method", req.method.as_bytes()), (b":scheme", b"http")];
+        let pairs: Vec<(&[u8], &[u8])> = pseudo.into_iter().chain(req.headers.iter().map(|(k, v)| (&k[..], &v[..]))).collect();
+        tx.add_request_header_block(wafer::body::pairs::block_of(&pairs));
+    } else {
+        for (k, v) in &req.headers {
+            tx.add_request_header(k, v);
+        }
     }
     let mut status: u16;
     let mut interrupted = tx.process_request_headers();
@@ -111,8 +130,14 @@ pub fn run_request_with(rs: &Arc<Ruleset>, req: &RawRequest, replay: bool, upstr
         // Albedo: /reflect answers with what the JSON body describes.
         let (st, headers, body) = upstream.cloned().unwrap_or_else(|| reflect(req));
         status = st;
-        for (k, v) in &headers {
-            tx.add_response_header(k.as_bytes(), v.as_bytes());
+        if blocks {
+            let code = status.to_string();
+            let pairs: Vec<(&[u8], &[u8])> = std::iter::once((&b":status"[..], code.as_bytes())).chain(headers.iter().map(|(k, v)| (k.as_bytes(), v.as_bytes()))).collect();
+            tx.add_response_header_block(wafer::body::pairs::block_of(&pairs));
+        } else {
+            for (k, v) in &headers {
+                tx.add_response_header(k.as_bytes(), v.as_bytes());
+            }
         }
         if let Some(i) = tx.process_response_headers(status, "HTTP/1.1") {
             status = i.status;
