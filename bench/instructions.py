@@ -179,6 +179,7 @@ def main():
     ap.add_argument("--shape", choices=["get", "get-varied", "post1k"], default="get")
     ap.add_argument("-n", type=int, default=1000, help="requests counted")
     ap.add_argument("-c", type=int, default=1, help="connections (requests in flight at once)")
+    ap.add_argument("--out", help="keep callgrind's output file here (for callgrind_annotate)")
     ap.add_argument("--port-base", type=int, default=int(os.environ.get("PORT_BASE", "29180")))
     a = ap.parse_args()
     env = find_envoy()
@@ -227,6 +228,9 @@ def main():
                     p.kill()
                     p.wait()
         parts = by_object(out)
+        if a.out:
+            import shutil
+            shutil.copyfile(out, a.out)
         if not parts:
             sys.exit("no counts: " + open(os.path.join(d, "valgrind.log")).read()[-800:] + " files: " + " ".join(os.listdir(d)))
     total = sum(parts.values())

@@ -1,13 +1,15 @@
 // Drives the module's proxy-wasm callbacks in Node's V8 without Envoy, to profile its own code:
 //   node --no-liftoff --perf-basic-prof bench/wasi/requests.mjs WASM CONFIG.json N
 // N browser-like GETs (PEERS_DIR's headers, a new x-request-id each, a 200 text/html response
-// with a 180-byte body), each through context create, request headers, response headers and
+// with a 180-byte body; with VARY=1 in the environment, new query and cookie values in each,
+// as make bench's GET, new values), each through context create, request headers, response headers and
 // body, log, done, delete, as Envoy calls them; host calls answered by stubs. Prints the time
 // per request and the host calls made per request. Under `perf record`, bench/wasi/perf_report.py
 // names the wasm functions (use the module before coldcalls,
 // target/wasm32-wasip1/release/wafer_envoy.opt.wasm, with its .symbols).
 import fs from 'fs';
 import path from 'path';
+const VARY = process.env.VARY === '1'; // new query and cookie values in every request
 const [wasmPath, cfgPath, nStr] = process.argv.slice(2);
 const N = +nStr;
 const cfg = fs.readFileSync(cfgPath);
@@ -25,7 +27,7 @@ function pairs(list) {
 }
 const hdrs = fs.readFileSync(path.join(process.env.PEERS_DIR || path.join(path.dirname(new URL(import.meta.url).pathname), '..', '..', '..', 'shared', 'peers'), 'headers.txt'), 'utf8').trim().split('\n').map(l => { const i = l.indexOf(':'); return [l.slice(0, i).toLowerCase(), l.slice(i + 1).trim()]; });
 let rid = 0;
-const reqPairs = () => pairs([[':authority', 'shop.example.com'], [':path', '/search?q=shoes&page=2&sort=price'], [':method', 'GET'], [':scheme', 'http'], ...hdrs.filter(([k]) => k !== 'host'), ['x-forwarded-proto', 'http'], ['x-request-id', 'a1b2c3d4-0000-4000-8000-' + String(rid++).padStart(12, '0')]]);
+const reqPairs = () => { const t = VARY ? String(rid) : ''; return pairs([[':authority', 'shop.example.com'], [':path', '/search?q=shoes' + t + '&page=2' + t + '&sort=price' + t], [':method', 'GET'], [':scheme', 'http'], ...hdrs.filter(([k]) => k !== 'host'), ['x-forwarded-proto', 'http'], ['x-request-id', 'a1b2c3d4-0000-4000-8000-' + String(rid++).padStart(12, '0')]].map(([k, v]) => (VARY && k === 'cookie') ? [k, v.replace(/=([^;]*)/g, (m, g) => '=' + g + t)] : [k, v])); };
 const respPairs = pairs([[':status', '200'], ['content-type', 'text/html'], ['content-length', '180'], ['date', 'Wed, 02 Dec 2026 16:00:00 GMT'], ['server', 'envoy'], ['x-envoy-upstream-service-time', '0']]);
 let current = null;
 let counting = false;
@@ -57,7 +59,7 @@ x._initialize?.();
 x.proxy_on_context_create(1, 0);
 x.proxy_on_vm_start(1, 0);
 if (!x.proxy_on_configure(1, cfg.length)) throw new Error('configure failed');
-const prebuilt = []; for (let i = 0; i < Math.min(N, 1000); i++) prebuilt.push(reqPairs());
+const prebuilt = []; for (let i = 0; i < (VARY ? N : Math.min(N, 1000)); i++) prebuilt.push(reqPairs()); // VARY: no value comes twice
 counting = true;
 const t0 = process.hrtime.bigint();
 for (let i = 0; i < N; i++) {
