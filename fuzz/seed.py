@@ -4,7 +4,7 @@
     fuzz/seed.py WAFER_BIN CRS_DIR OUT_DIR
 
 `WAFER_BIN crs-requests` turns every CRS test stage into a raw HTTP request; from those:
-transaction (the raw request), urlencoded (query strings and form bodies), json, xml,
+transaction and header_blocks (the raw request), urlencoded (query strings and form bodies), json, xml,
 multipart (Content-Type line + body), libinjection and transforms (decoded argument values),
 seclang (each directive of the CRS rule files and wafer's rules/*.conf). Writes one file per
 distinct input under OUT_DIR/<target>/ (generated, git-ignored: target/fuzz-corpus).
@@ -42,6 +42,7 @@ lines = subprocess.run([wafer, "crs-requests"], env=env, check=True,
 for i, line in enumerate(lines):
     raw = base64.b64decode(json.loads(line)["raw"])
     put("transaction", raw)
+    put("header_blocks", raw)
     head, _, body = raw.partition(b"\r\n\r\n")
     first, *hdrs = head.split(b"\r\n")
     ct = b""

@@ -3,24 +3,13 @@
 //! `POST /reflect` JSON body describes the response (as the CRS test backend does), so
 //! phases 3-4 see hostile data too. The body is fed in two chunks.
 #![no_main]
-use std::sync::{Arc, OnceLock};
-
 use libfuzzer_sys::fuzz_target;
-use wafer::{BodyAppend, Ruleset, Transaction};
+use wafer::{BodyAppend, Transaction};
 use wafer_cli::crs::native;
-
-fn ruleset() -> &'static Arc<Ruleset> {
-    static RS: OnceLock<Arc<Ruleset>> = OnceLock::new();
-    RS.get_or_init(|| {
-        let json = br#"{"crs":{"paranoia_level":4,"tx":{"allowed_methods":"GET HEAD POST PUT DELETE"}}}"#;
-        let waf = wafer::Waf::from_json(json).unwrap_or_else(|e| panic!("CRS config: {e}"));
-        waf.ruleset_for("localhost").unwrap_or_else(|| panic!("no default rule set"))
-    })
-}
 
 fuzz_target!(|data: &[u8]| {
     let Some(req) = native::parse(data) else { return };
-    let mut tx = Transaction::new(ruleset().clone(), "fuzz".into());
+    let mut tx = Transaction::new(native::crs_pl4().clone(), "fuzz".into());
     tx.process_connection("127.0.0.1", 50000, "127.0.0.1", 80);
     tx.process_uri(&req.uri, &req.method, &req.version);
     for (k, v) in &req.headers {

@@ -8,6 +8,18 @@ use wafer::{BodyAppend, Ruleset, Transaction};
 
 use super::check::Observed;
 
+/// The full CRS at paranoia level 4, blocking, with the recommended base configuration (the
+/// rule set of the fuzz targets that run whole transactions), compiled once per process.
+/// Panics when it does not compile: the embedded CRS is checked by the build.
+pub fn crs_pl4() -> &'static Arc<Ruleset> {
+    static RS: std::sync::OnceLock<Arc<Ruleset>> = std::sync::OnceLock::new();
+    RS.get_or_init(|| {
+        let json = br#"{"crs":{"paranoia_level":4,"tx":{"allowed_methods":"GET HEAD POST PUT DELETE"}}}"#;
+        let waf = wafer::Waf::from_json(json).unwrap_or_else(|e| panic!("CRS config: {e}"));
+        waf.ruleset_for("localhost").unwrap_or_else(|| panic!("no default rule set"))
+    })
+}
+
 /// A parsed HTTP/1.x request (lenient, like a proxy that let it through).
 #[derive(Clone)]
 pub struct RawRequest {
