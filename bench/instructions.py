@@ -24,13 +24,13 @@ import itertools
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.parse
 import urllib.request
 
 from run import find_envoy
@@ -112,7 +112,6 @@ NUMBERS = itertools.count(1)
 def load_varied(port, path, n, headers, connections=1):
     """`n` GETs with new values (see `varied`, numbered on from the last call) on
     `connections` keep-alive connections at once; every answer must be the upstream's 200."""
-    numbers = NUMBERS
     lock = threading.Lock()
     bad = []
 
@@ -121,7 +120,7 @@ def load_varied(port, path, n, headers, connections=1):
         try:
             for _ in range(count):
                 with lock:
-                    k = next(numbers)
+                    k = next(NUMBERS)
                 p, hs = varied(path, headers, k)
                 c.putrequest("GET", p, skip_host=True, skip_accept_encoding=True)
                 for name, v in hs:
@@ -212,14 +211,12 @@ def main():
             wait_ready(admin, vg, 900)
             url = f"http://127.0.0.1:{port}{path}"
             if a.shape == "get-varied":
-                load_varied(port, path, 50, headers)
+                send = lambda n, c=1: load_varied(port, path, n, headers, c)  # noqa: E731
             else:
-                load(url, 50, headers, body)
+                send = lambda n, c=1: load(url, n, headers, body, c)  # noqa: E731
+            send(50)
             subprocess.run(["callgrind_control", "-i", "on", str(vg.pid)], capture_output=True, check=True)
-            if a.shape == "get-varied":
-                load_varied(port, path, a.n, headers, a.c)
-            else:
-                load(url, a.n, headers, body, a.c)
+            send(a.n, a.c)
             vg.send_signal(signal.SIGINT)
             vg.wait(timeout=300)
         finally:
@@ -229,7 +226,6 @@ def main():
                     p.wait()
         parts = by_object(out)
         if a.out:
-            import shutil
             shutil.copyfile(out, a.out)
         if not parts:
             sys.exit("no counts: " + open(os.path.join(d, "valgrind.log")).read()[-800:] + " files: " + " ".join(os.listdir(d)))
