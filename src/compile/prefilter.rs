@@ -375,6 +375,13 @@ impl Satisfied {
 
     /// Adds what `other` satisfies.
     pub fn union_with(&mut self, other: &Satisfied) {
+        // Both inline (the CRS): a loop of known length, unrolled.
+        if let (Words::Inline(a), Words::Inline(b)) = (&mut self.0, &other.0) {
+            for (a, b) in a.iter_mut().zip(b) {
+                *a |= b;
+            }
+            return;
+        }
         for (a, b) in self.words_mut().iter_mut().zip(other.words()) {
             *a |= b;
         }
