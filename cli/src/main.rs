@@ -346,9 +346,10 @@ fn run_req_with(req: &Req, extra: Option<&(String, String)>, print: bool, profil
     }
     tx.process_connection("127.0.0.1", 12345, "127.0.0.1", 80);
     tx.process_uri(uri, method, "HTTP/1.1");
-    for (k, v) in headers.iter().chain(extra) {
-        tx.add_request_header(k.as_bytes(), v.as_bytes());
-    }
+    // One serialized block, pseudo-headers first, as Envoy hands the headers over.
+    let pseudo: [(&[u8], &[u8]); 4] = [(b":authority", host.as_bytes()), (b":path", uri.as_bytes()), (b":method", method.as_bytes()), (b":scheme", b"http")];
+    let pairs: Vec<(&[u8], &[u8])> = pseudo.into_iter().chain(headers.iter().chain(extra).map(|(k, v)| (k.as_bytes(), v.as_bytes()))).collect();
+    tx.add_request_header_block(wafer::body::pairs::block_of(&pairs));
     let mut verdict = tx.process_request_headers();
     if verdict.is_none() {
         if tx.request_body_access() && !body.is_empty() {
@@ -401,10 +402,12 @@ fn run_req_with(req: &Req, extra: Option<&(String, String)>, print: bool, profil
     Ok(())
 }
 
-/// Phases 3-4 for a `200 text/html` response with this body, the way the Envoy filter feeds them.
+/// Phases 3-4 for a `200 text/html` response with this body, the way the Envoy filter feeds them
+/// (its headers in one block, `:status` first).
 fn respond(tx: &mut Transaction, body: &[u8]) -> Option<wafer::Interruption> {
-    tx.add_response_header(b"content-type", b"text/html");
-    tx.add_response_header(b"content-length", body.len().to_string().as_bytes());
+    let length = body.len().to_string();
+    let pairs: [(&[u8], &[u8]); 3] = [(b":status", b"200"), (b"content-type", b"text/html"), (b"content-length", length.as_bytes())];
+    tx.add_response_header_block(wafer::body::pairs::block_of(&pairs));
     if let Some(i) = tx.process_response_headers(200, "HTTP/1.1") {
         return Some(i);
     }

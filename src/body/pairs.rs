@@ -238,7 +238,9 @@ impl std::fmt::Debug for Pairs {
 /// The serialized block of `pairs` (see [`block_spans`]), as a proxy-wasm host hands over a
 /// header map: for tests and tools that feed a transaction as a host does.
 pub fn block_of(pairs: &[(&[u8], &[u8])]) -> Vec<u8> {
-    let mut out = (pairs.len() as u32).to_le_bytes().to_vec();
+    let size = 4 + pairs.iter().map(|(n, v)| 10 + n.len() + v.len()).sum::<usize>();
+    let mut out = Vec::with_capacity(size);
+    out.extend_from_slice(&(pairs.len() as u32).to_le_bytes());
     for (n, v) in pairs {
         out.extend_from_slice(&(n.len() as u32).to_le_bytes());
         out.extend_from_slice(&(v.len() as u32).to_le_bytes());
