@@ -261,8 +261,11 @@ pub(crate) fn collect<'a>(t: &'a Transaction, target: &Target, rule: Option<&Rul
         Var::ReqbodyError => scalar(out, var, Cow::Borrowed(if r.reqbody_error { b"1" } else { b"0" })),
         Var::ReqbodyErrorMsg => scalar(out, var, Cow::Borrowed(&r.reqbody_error_msg)),
         Var::ReqbodyProcessor => {
-            let p = t.body_processor.clone().or_else(|| r.default_body_processor()).unwrap_or_default();
-            scalar(out, var, Cow::Owned(p.into_bytes()));
+            let p = match t.body_processor.as_deref() {
+                Some(p) => p,
+                None => r.default_body_processor().unwrap_or_default(),
+            };
+            scalar(out, var, Cow::Owned(p.as_bytes().to_vec()));
         }
         Var::RemoteAddr => scalar(out, var, Cow::Borrowed(r.client_ip.as_bytes())),
         Var::RemotePort => scalar(out, var, Cow::Owned(r.client_port.to_string().into_bytes())),

@@ -815,11 +815,14 @@ impl Transaction {
 
     fn parse_request_body(&mut self) {
         let s = &self.rs.settings;
-        let processor = self.body_processor.clone().or_else(|| self.req.default_body_processor());
+        let processor = match self.body_processor.as_deref() {
+            Some(p) => Some(p),
+            None => self.req.default_body_processor(),
+        };
         // The last request's parse of the same JSON body, copied (not when profiling).
-        let reused = processor.as_deref() == Some("JSON") && self.profile.is_none() && self.replay.trace_request().is_some_and(|old| self.req.reuse_json(old));
+        let reused = processor == Some("JSON") && self.profile.is_none() && self.replay.trace_request().is_some_and(|old| self.req.reuse_json(old));
         if !reused {
-            self.req.parse_body(processor.as_deref(), s.request_body_json_depth_limit, s.arguments_limit);
+            self.req.parse_body(processor, s.request_body_json_depth_limit, s.arguments_limit);
         }
         // A body of many arguments fills the memo tables in phase 2: grown once, not doubling
         // their way there.

@@ -418,17 +418,15 @@ impl Request {
     /// The processor chosen from Content-Type when no `ctl:requestBodyProcessor`
     /// chose one: URLENCODED, MULTIPART (as ModSecurity) and JSON (wafer also
     /// parses JSON bodies without a ctl rule, so `ARGS` covers them).
-    pub fn default_body_processor(&self) -> Option<String> {
+    pub fn default_body_processor(&self) -> Option<&'static str> {
         let ct = self.header(b"content-type")?;
-        let ct = String::from_utf8_lossy(ct).trim().to_ascii_lowercase();
-        if ct.starts_with("application/x-www-form-urlencoded") {
-            Some("URLENCODED".into())
-        } else if ct.starts_with("multipart/form-data") {
-            Some("MULTIPART".into())
-        } else {
-            let mime = ct.split(';').next().unwrap_or("").trim();
-            (mime == "application/json" || mime.ends_with("+json")).then(|| "JSON".into())
+        if ct.is_ascii() {
+            // Every real Content-Type: its bytes, trimmed as `str::trim` trims ASCII text, no copy.
+            let ct = trim_space(ct);
+            return body_processor_of(ct, trim_space(ct.split(|&b| b == b';').next().unwrap_or_default()));
         }
+        let ct = String::from_utf8_lossy(ct).trim().to_ascii_lowercase();
+        body_processor_of(ct.as_bytes(), ct.split(';').next().unwrap_or("").trim().as_bytes())
     }
 
     /// Takes what `old` (an earlier request of the same rule set) made of the same JSON body
@@ -547,9 +545,75 @@ fn only_cookie_header(source: &[u8], value: &[u8]) -> bool {
     source.len() == value.len() + 4 && source.get(..4) == Some(&cookie_len(value)[..]) && source.get(4..) == Some(value)
 }
 
+
+/// `v` without the ASCII characters `str::trim` removes (`\t`, `\n`, `\x0B`, `\x0C`, `\r`, space)
+/// at either end.
+fn trim_space(v: &[u8]) -> &[u8] {
+    let space = |b: &u8| matches!(b, b'\t'..=b'\r' | b' ');
+    let start = v.iter().position(|b| !space(b)).unwrap_or(v.len());
+    let end = v.iter().rposition(|b| !space(b)).map_or(start, |i| i + 1);
+    v.get(start..end).unwrap_or_default()
+}
+
+/// The body processor a trimmed Content-Type `ct` (whose part before any `;`, trimmed, is
+/// `mime`) selects, in any case: urlencoded and multipart forms by prefix, JSON by type.
+fn body_processor_of(ct: &[u8], mime: &[u8]) -> Option<&'static str> {
+    let starts = |p: &[u8]| ct.get(..p.len()).is_some_and(|h| h.eq_ignore_ascii_case(p));
+    if starts(b"application/x-www-form-urlencoded") {
+        Some("URLENCODED")
+    } else if starts(b"multipart/form-data") {
+        Some("MULTIPART")
+    } else {
+        let json_suffix = mime.len().checked_sub(5).and_then(|i| mime.get(i..)).is_some_and(|t| t.eq_ignore_ascii_case(b"+json"));
+        (mime.eq_ignore_ascii_case(b"application/json") || json_suffix).then_some("JSON")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The body processor a Content-Type selects, as the text path (lossy UTF-8, `str::trim`,
+    /// lowercase) decides it: the bytes path for ASCII values must agree with it.
+    #[test]
+    fn the_content_type_selects_the_body_processor() {
+        let text = |ct: &[u8]| {
+            let ct = String::from_utf8_lossy(ct).trim().to_ascii_lowercase();
+            let mime = ct.split(';').next().unwrap_or("").trim().to_string();
+            if ct.starts_with("application/x-www-form-urlencoded") {
+                Some("URLENCODED")
+            } else if ct.starts_with("multipart/form-data") {
+                Some("MULTIPART")
+            } else {
+                (mime == "application/json" || mime.ends_with("+json")).then_some("JSON")
+            }
+        };
+        let cases: [(&[u8], Option<&str>); 16] = [
+            (b"application/json", Some("JSON")),
+            (b" Application/JSON ; charset=utf-8", Some("JSON")),
+            (b"\x0b\tapplication/vnd.api+JSON\r\n", Some("JSON")),
+            (b"application/json5", None),
+            (b"+json", Some("JSON")),
+            (b"json", None),
+            (b"", None),
+            (b"application/x-www-form-urlencoded; charset=UTF-8", Some("URLENCODED")),
+            (b"APPLICATION/X-WWW-FORM-URLENCODEDX", Some("URLENCODED")),
+            (b"multipart/form-data; boundary=x", Some("MULTIPART")),
+            (b" \x0cMultipart/Form-Data", Some("MULTIPART")),
+            (b"text/xml", None),
+            (b"\xc2\xa0application/json", Some("JSON")),
+            (b"application/json\xc2\xa0;x", Some("JSON")),
+            (b"application/\xffjson", None),
+            (b"\x1capplication/json", None),
+        ];
+        for (ct, want) in cases {
+            let mut r = Request::default();
+            r.add_request_header(b"Content-Type", ct);
+            assert_eq!(r.default_body_processor(), want, "{ct:?}");
+            assert_eq!(text(ct), want, "{ct:?}");
+        }
+        assert_eq!(Request::default().default_body_processor(), None);
+    }
 
     #[test]
     fn uri_variables_follow_modsecurity() {
