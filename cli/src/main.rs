@@ -347,9 +347,8 @@ fn run_req_with(req: &Req, extra: Option<&(String, String)>, print: bool, profil
     tx.process_connection("127.0.0.1", 12345, "127.0.0.1", 80);
     tx.process_uri(uri, method, "HTTP/1.1");
     // One serialized block, pseudo-headers first, as Envoy hands the headers over.
-    let pseudo: [(&[u8], &[u8]); 4] = [(b":authority", host.as_bytes()), (b":path", uri.as_bytes()), (b":method", method.as_bytes()), (b":scheme", b"http")];
-    let pairs: Vec<(&[u8], &[u8])> = pseudo.into_iter().chain(headers.iter().chain(extra).map(|(k, v)| (k.as_bytes(), v.as_bytes()))).collect();
-    tx.add_request_header_block(wafer::body::pairs::block_of(&pairs));
+    let pairs = headers.iter().chain(extra).map(|(k, v)| (k.as_bytes(), v.as_bytes()));
+    tx.add_request_header_block(wafer_cli::crs::native::request_block(host.as_bytes(), uri.as_bytes(), method.as_bytes(), pairs));
     let mut verdict = tx.process_request_headers();
     if verdict.is_none() {
         if tx.request_body_access() && !body.is_empty() {
@@ -406,8 +405,8 @@ fn run_req_with(req: &Req, extra: Option<&(String, String)>, print: bool, profil
 /// (its headers in one block, `:status` first).
 fn respond(tx: &mut Transaction, body: &[u8]) -> Option<wafer::Interruption> {
     let length = body.len().to_string();
-    let pairs: [(&[u8], &[u8]); 3] = [(b":status", b"200"), (b"content-type", b"text/html"), (b"content-length", length.as_bytes())];
-    tx.add_response_header_block(wafer::body::pairs::block_of(&pairs));
+    let pairs: [(&[u8], &[u8]); 2] = [(b"content-type", b"text/html"), (b"content-length", length.as_bytes())];
+    tx.add_response_header_block(wafer_cli::crs::native::response_block(200, pairs.into_iter()));
     if let Some(i) = tx.process_response_headers(200, "HTTP/1.1") {
         return Some(i);
     }

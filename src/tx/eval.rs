@@ -261,11 +261,8 @@ pub(crate) fn collect<'a>(t: &'a Transaction, target: &Target, rule: Option<&Rul
         Var::ReqbodyError => scalar(out, var, Cow::Borrowed(if r.reqbody_error { b"1" } else { b"0" })),
         Var::ReqbodyErrorMsg => scalar(out, var, Cow::Borrowed(&r.reqbody_error_msg)),
         Var::ReqbodyProcessor => {
-            let p = match t.body_processor.as_deref() {
-                Some(p) => p,
-                None => r.default_body_processor().unwrap_or_default(),
-            };
-            scalar(out, var, Cow::Owned(p.as_bytes().to_vec()));
+            let p = r.body_processor(t.body_processor.as_deref()).unwrap_or_default();
+            scalar(out, var, Cow::Borrowed(p.as_bytes()));
         }
         Var::RemoteAddr => scalar(out, var, Cow::Borrowed(r.client_ip.as_bytes())),
         Var::RemotePort => scalar(out, var, Cow::Owned(r.client_port.to_string().into_bytes())),

@@ -815,10 +815,7 @@ impl Transaction {
 
     fn parse_request_body(&mut self) {
         let s = &self.rs.settings;
-        let processor = match self.body_processor.as_deref() {
-            Some(p) => Some(p),
-            None => self.req.default_body_processor(),
-        };
+        let processor = self.req.body_processor(self.body_processor.as_deref());
         // The last request's parse of the same JSON body, copied (not when profiling).
         let reused = processor == Some("JSON") && self.profile.is_none() && self.replay.trace_request().is_some_and(|old| self.req.reuse_json(old));
         if !reused {

@@ -429,6 +429,12 @@ impl Request {
         body_processor_of(ct.as_bytes(), ct.split(';').next().unwrap_or("").trim().as_bytes())
     }
 
+    /// The body processor in force: `ctl`'s (a `ctl:requestBodyProcessor`), else the one the
+    /// Content-Type selects.
+    pub fn body_processor<'a>(&self, ctl: Option<&'a str>) -> Option<&'a str> {
+        ctl.or_else(|| self.default_body_processor())
+    }
+
     /// Takes what `old` (an earlier request of the same rule set) made of the same JSON body
     /// instead of parsing it again: the parse is a function of the body's bytes, the depth
     /// and argument limits (the rule set's) and the room the query's arguments left. False,
@@ -544,7 +550,6 @@ fn cookie_len(value: &[u8]) -> [u8; 4] {
 fn only_cookie_header(source: &[u8], value: &[u8]) -> bool {
     source.len() == value.len() + 4 && source.get(..4) == Some(&cookie_len(value)[..]) && source.get(4..) == Some(value)
 }
-
 
 /// `v` without the ASCII characters `str::trim` removes (`\t`, `\n`, `\x0B`, `\x0C`, `\r`, space)
 /// at either end.

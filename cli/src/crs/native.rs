@@ -106,6 +106,24 @@ pub fn run_request_as_blocks(rs: &Arc<Ruleset>, req: &RawRequest, replay: bool, 
     execute(rs, req, replay, upstream, true)
 }
 
+/// A request's headers serialized as Envoy hands them to a filter: pseudo-headers first
+/// (`:authority`, `:path`, `:method`, `:scheme`), then `headers` in order.
+pub fn request_block<'a>(authority: &'a [u8], path: &'a [u8], method: &'a [u8], headers: impl Iterator<Item = (&'a [u8], &'a [u8])>) -> Vec<u8> {
+    let pseudo: [(&[u8], &[u8]); 4] = [(b":authority", authority), (b":path", path), (b":method", method), (b":scheme", b"http")];
+    let pairs: Vec<(&[u8], &[u8])> = pseudo.into_iter().chain(headers).collect();
+    wafer::body::pairs::block_of(&pairs)
+}
+
+/// A response's headers serialized as Envoy hands them to a filter: `:status` first.
+pub fn response_block<'a>(status: u16, headers: impl Iterator<Item = (&'a [u8], &'a [u8])>) -> Vec<u8> {
+    let code = status.to_string();
+    let mut pairs: Vec<(&[u8], &[u8])> = vec![(b":status", code.as_bytes())];
+    for (k, v) in headers {
+        pairs.push((k, v));
+    }
+    wafer::body::pairs::block_of(&pairs)
+}
+
 fn execute(rs: &Arc<Ruleset>, req: &RawRequest, replay: bool, upstream: Option<&Response>, blocks: bool) -> (Observed, Vec<(String, Vec<u8>)>, u64) {
     let mut tx = Transaction::new(rs.clone(), "native".into());
     if !replay {
@@ -115,9 +133,7 @@ fn execute(rs: &Arc<Ruleset>, req: &RawRequest, replay: bool, upstream: Option<&
     tx.process_uri(&req.uri, &req.method, &req.version);
     if blocks {
         let authority = req.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(b"host")).map_or(&b""[..], |(_, v)| v);
-        let pseudo: [(&[u8], &[u8]); 4] = [(b":authority", authority), (b":path", req.uri.as_bytes()), (b":method", req.method.as_bytes()), (b":scheme", b"http")];
-        let pairs: Vec<(&[u8], &[u8])> = pseudo.into_iter().chain(req.headers.iter().map(|(k, v)| (&k[..], &v[..]))).collect();
-        tx.add_request_header_block(wafer::body::pairs::block_of(&pairs));
+        tx.add_request_header_block(request_block(authority, req.uri.as_bytes(), req.method.as_bytes(), req.headers.iter().map(|(k, v)| (&k[..], &v[..]))));
     } else {
         for (k, v) in &req.headers {
             tx.add_request_header(k, v);
@@ -143,9 +159,7 @@ fn execute(rs: &Arc<Ruleset>, req: &RawRequest, replay: bool, upstream: Option<&
         let (st, headers, body) = upstream.cloned().unwrap_or_else(|| reflect(req));
         status = st;
         if blocks {
-            let code = status.to_string();
-            let pairs: Vec<(&[u8], &[u8])> = std::iter::once((&b":status"[..], code.as_bytes())).chain(headers.iter().map(|(k, v)| (k.as_bytes(), v.as_bytes()))).collect();
-            tx.add_response_header_block(wafer::body::pairs::block_of(&pairs));
+            tx.add_response_header_block(response_block(status, headers.iter().map(|(k, v)| (k.as_bytes(), v.as_bytes()))));
         } else {
             for (k, v) in &headers {
                 tx.add_response_header(k.as_bytes(), v.as_bytes());
