@@ -3,6 +3,9 @@
 #   make tools   install what the other targets need (idempotent; apt needs root)
 #   make wasm    build target/wafer.wasm (release, wasm-opt -O3, small one-caller inlining, then
 #                coldcalls: code requests do not run calls through the table, see coldcalls/)
+#   make wasm-precompiled  target/wafer-precompiled.wasm: the module plus V8's compiled code for
+#                the Envoy of `make tools` on this CPU (scripts/precompile.py; Envoy loads it only
+#                with vm_config.allow_precompiled: true, and then starts without compiling)
 #   make cold-functions  measure which functions requests do not run (envoy-wasm/cold-functions.txt,
 #                for coldcalls; needs npm for Node 26): after changes to the engine's hot path
 #   make test    unit tests of every crate + end-to-end tests against Envoy + make crs-test
@@ -52,7 +55,7 @@ WASM_OPT_FLAGS := -O3 --one-caller-inline-max-function-size 20
 APT_INSTALL = DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends
 apt = $(APT_INSTALL) $(1) || { apt-get update && $(APT_INSTALL) $(1); }
 
-.PHONY: tools tools-rust tools-wasm-opt tools-envoy tools-oci wasm cold-functions test crs-test run clean-tools bench bench-quick bench-tools
+.PHONY: tools tools-rust tools-wasm-opt tools-envoy tools-oci wasm wasm-precompiled cold-functions test crs-test run clean-tools bench bench-quick bench-tools
 
 tools: tools-rust tools-wasm-opt tools-envoy tools-oci
 
@@ -96,6 +99,10 @@ wasm: tools-rust tools-wasm-opt
 
 cold-functions: tools-rust tools-wasm-opt
 	scripts/cold-functions.sh
+
+WASM_PRECOMPILED := target/wafer-precompiled.wasm
+wasm-precompiled: tools-envoy wasm
+	python3 scripts/precompile.py --envoy $(ENVOY) --wasm $(WASM) --out $(WASM_PRECOMPILED)
 
 test: tools wasm oci crs-verify
 	WAFER_ENVOY=$(abspath $(ENVOY)) WAFER_WASM=$(abspath $(WASM)) WAFER_OCI=$(abspath $(OCI_DIR)) \

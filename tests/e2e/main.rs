@@ -17,6 +17,7 @@
 //! - `protect`: IP lists, rate limits, behaviour scoring, hardening, request log (two workers);
 //! - `hostile`: hostile requests against the full CRS, then the VM is still alive;
 //! - `failure_policy`: Envoy's `failure_policy` when the VM crashes, bad rules, Envoy's buffer.
+//! - `precompiled`: the module with V8's compiled code for this Envoy (`make wasm-precompiled`).
 
 mod cases;
 mod config_errors;
@@ -29,6 +30,7 @@ mod edge_cases;
 mod protect;
 mod hostile;
 mod failure_policy;
+mod precompiled;
 
 use std::time::Duration;
 
