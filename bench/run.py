@@ -116,11 +116,19 @@ ALL_TARGETS = [
     ("wafer-crs-pl1", "wafer CRS PL1", "envoy", wafer_config(CRS_PL1)),
     ("wafer-crs-pl2", "wafer CRS PL2", "envoy", wafer_config(CRS_PL2)),
     ("wafer-crs-pl1-all", "wafer CRS PL1 + every protection", "envoy", dict(wafer_config(CRS_PL1), **ALL_PROTECTIONS)),
+    # The same module with V8's compiled code for this Envoy (scripts/precompile.py) and the filter's
+    # `allow_precompiled: true`: start-up and idle memory only (the code that runs is the same).
+    ("wafer-crs-pl1-precompiled", "wafer CRS PL1, precompiled", "envoy", wafer_config(CRS_PL1)),
     # Only with TARGETS=...: the protections alone (no rule set), their cost against vanilla Envoy.
     ("wafer-protect-only", "wafer, every protection, no rules", "envoy", ALL_PROTECTIONS),
     ("modsec-crs-pl1", "nginx+ModSecurity CRS PL1", "nginx", 1),
     ("modsec-crs-pl2", "nginx+ModSecurity CRS PL2", "nginx", 2),
 ]
+# Targets measured for start-up only: ready (READY_RUNS starts), idle RSS, one checked request of each
+# shape; no load.
+STARTUP_ONLY = {"wafer-crs-pl1-precompiled"}
+PRECOMPILED = {"wafer-crs-pl1-precompiled"}
+
 # name, label, body file (None: GET)
 ALL_SHAPES = [("get", "GET", None), ("get-varied", "GET, new values", None), ("post1k", "POST 1 KB", "peers:body-1k.json"),
               ("post10k", "POST 10 KB", "bench:data/body-10k.json"),
@@ -131,7 +139,7 @@ MODES = {
     "full": dict(targets=[t[0] for t in ALL_TARGETS if t[0] != "wafer-protect-only"], shapes=[s[0] for s in ALL_SHAPES],
                  rate_shapes=["get", "post1k", "post10k", "post50k"], duration=10, warmup=2, rate_duration=12,
                  ready_runs=3, ref_duration=4, budget=1320, retries=2, worker_duration=5),
-    "quick": dict(targets=["envoy", "wafer-headers-only", "wafer-targeted", "wafer-crs-pl1"],
+    "quick": dict(targets=["envoy", "wafer-headers-only", "wafer-targeted", "wafer-crs-pl1", "wafer-crs-pl1-precompiled"],
                   shapes=["get", "get-varied", "post1k"], rate_shapes=["get"], duration=5, warmup=1, rate_duration=5,
                   ready_runs=1, ref_duration=3, budget=200, retries=1, worker_duration=3),
 }
@@ -160,6 +168,10 @@ BARS = [
     ("crs-rss-worker", "the same, growth per extra worker (--concurrency 2 minus 1, each after the same GET load) (MiB)",
      "wafer-crs-pl1", "get", "rss_worker", 16),
     ("crs-ready", "Envoy ready with full CRS PL1 (s)", "wafer-crs-pl1", None, "ready", 1.0),
+    ("crs-rss-idle-precompiled", "precompiled module (make wasm-precompiled, allow_precompiled): Envoy RSS with wafer + "
+     "full CRS PL1 minus vanilla, idle after start (MiB)", "wafer-crs-pl1-precompiled", None, "rss_idle", 32),
+    ("crs-ready-precompiled", "precompiled module: Envoy ready with full CRS PL1 (s)", "wafer-crs-pl1-precompiled", None,
+     "ready", 1.0),
     ("wasm-size", "target/wafer.wasm size (bytes, 4 MB = 4,000,000)", None, None, "wasm", 4_000_000),
 ]
 
@@ -434,6 +446,15 @@ class Bench:
         self.wasm_src = self.wasm
         self.wasm = os.path.join(self.run_dir, "wafer.wasm")
         shutil.copyfile(self.wasm_src, self.wasm)
+        self.wasm_precompiled = None
+        if any(t[0] in PRECOMPILED for t in self.targets):
+            # Made from this copy by this Envoy (it runs only in the Envoy build that made it).
+            self.wasm_precompiled = os.path.join(self.run_dir, "wafer-precompiled.wasm")
+            p = subprocess.run([sys.executable, os.path.join(REPO, "scripts", "precompile.py"), "--envoy", self.envoy_bin,
+                                "--wasm", self.wasm, "--out", self.wasm_precompiled], capture_output=True, text=True)
+            if p.returncode != 0:
+                raise SystemExit(f"[bench] scripts/precompile.py failed:\n{p.stdout}{p.stderr}")
+            log(p.stdout.strip())
         self.get_path = open(os.path.join(self.peers_dir, "get-path.txt")).read().strip()
         self.headers_file = os.path.join(self.peers_dir, "headers.txt")
         self.headers = []
@@ -542,9 +563,14 @@ class Bench:
         port, admin = self.ports[name]
         wasm_filter = ""
         if plugin is not None:
+            pre = name in PRECOMPILED
             wasm_filter = self.render("wasm-filter.yaml", os.path.join(self.run_dir, f"{name}-filter.yaml"),
-                                      PLUGIN_CONFIG=json.dumps(json.dumps(plugin)), WASM=self.wasm)
+                                      PLUGIN_CONFIG=json.dumps(json.dumps(plugin)),
+                                      WASM=self.wasm_precompiled if pre else self.wasm)
             wasm_filter = open(wasm_filter).read().rstrip("\n")
+            if pre:
+                runtime = "runtime: envoy.wasm.runtime.v8"
+                wasm_filter = wasm_filter.replace(runtime, runtime + "\n                  allow_precompiled: true")
         return self.render("envoy.yaml", os.path.join(self.run_dir, f"{name}-envoy.yaml"), PORT=port,
                            ADMIN_PORT=admin, UPSTREAM_PORT=self.upstream_port, WASM_FILTER=wasm_filter)
 
@@ -865,6 +891,8 @@ class Bench:
         t = 0.0
         for target in self.targets:
             t += self.startup_est(target)
+            if target[0] in STARTUP_ONLY:
+                continue
             t += len(self.shapes) * (self.warmup + self.duration + 1.5)
             t += len(self.rate_shapes) * (self.rate_duration + 1.5)
             if self.has_ref and target[0] != "envoy":
@@ -982,6 +1010,21 @@ class Bench:
         PROCS.stop(p)
         return None
 
+    def startup_target(self, t):
+        """Starts target t (its ready times and idle RSS), checks one request of each shape, stops it."""
+        left = len(self.targets) - self.targets.index(t)
+        self.wait_quiet(t[1], limit=max(10.0, self.slack() / (left + 1)))
+        p = self.start_target(t)
+        self.done(self.startup_est(t))
+        try:
+            self.check_responses(t, p)
+        except Invalid as e:
+            log(f"INVALID target: {e}")
+            self.cells.append({"target": t[0], "shape": self.shapes[0][0], "kind": "max", "valid": False,
+                               "problems": [f"check request: {e}"]})
+        finally:
+            PROCS.stop(p)
+
     def worker_growth(self, t):
         """Target t started again at --concurrency 1 and 2 (one at a time, on the same CPU, own
         ports): RSS idle after start and after WORKER_DURATION s of the GET load, which Envoy spreads
@@ -1037,6 +1080,8 @@ class Bench:
                           "headers": [f"{k}: {v}" for k, v in self.headers],
                           "bodies": {k: {"file": os.path.relpath(v, REPO), "bytes": os.path.getsize(v)}
                                      for k, v in self.bodies.items()}})
+        if self.wasm_precompiled:
+            self.meta["wasm_precompiled_bytes"] = os.path.getsize(self.wasm_precompiled)
         self.has_ref = any(t[0] == "envoy" for t in self.targets)
         self.todo_s = self.plan()
         log(f"mode {self.mode}: {len(self.targets)} targets x {len(self.shapes)} shapes, ~{self.todo_s / 60:.0f} min "
@@ -1050,6 +1095,8 @@ class Bench:
                 p = self.bench_target(t, keep=True)
                 ref = (t, p) if p else None
                 self.ref_pids = [p.pid] if p else []
+            elif t[0] in STARTUP_ONLY:
+                self.startup_target(t)
             else:
                 self.bench_target(t, ref=ref)
             time.sleep(0.5)
@@ -1164,6 +1211,8 @@ def fmt(x, nd=0):
 def markdown(d, png):
     meta, cells, tinfo, labels, slabels = d["meta"], d["cells"], d["targets"], d["labels"], d["shape_labels"]
     targets = [t for t in labels if t in tinfo]
+    # Targets measured for start-up only appear in the memory table alone.
+    loaded = [t for t in targets if any(c["target"] == t for c in cells)]
     shapes = []
     for c in cells:
         if c["shape"] not in shapes:
@@ -1188,7 +1237,9 @@ def markdown(d, png):
     L.append(f"Machine: {meta['nproc']} CPUs, {meta['cpu_model']}, {meta['mem_gib']} GiB, kernel {meta['kernel']}, "
              f"{meta['os']}. Envoy {meta['envoy']}; {meta['nginx']} + libmodsecurity {meta['libmodsecurity']} "
              f"(ModSecurity-nginx {meta['modsecurity_nginx']}); OWASP CRS {meta['crs']}; {meta['wrk']}; {meta['oha']}.")
-    L.append(f"wafer {meta['wafer_rev']}, target/wafer.wasm {meta['wasm_bytes']:,} bytes (sha256 {meta['wasm_sha256']}…).")
+    L.append(f"wafer {meta['wafer_rev']}, target/wafer.wasm {meta['wasm_bytes']:,} bytes (sha256 {meta['wasm_sha256']}…)"
+             + (f"; the precompiled module (`scripts/precompile.py` with this Envoy, loaded with `allow_precompiled: true`) "
+                f"{meta['wasm_precompiled_bytes']:,} bytes" if meta.get("wasm_precompiled_bytes") else "") + ".")
     L.append("")
     L.append(f"Targets on CPU {meta['sut_cpu']} (Envoy `--concurrency 1`, nginx `worker_processes 1`), load generator "
              f"and upstream (nginx `return 200`, 180-byte text/html) on CPU {meta['aux_cpu']}; one target at a time. "
@@ -1211,7 +1262,7 @@ def markdown(d, png):
     L.append("")
     L.append("| target | " + " | ".join(slabels[s] for s in shapes) + " |")
     L.append("|---|" + "---:|" * len(shapes))
-    for t in targets:
+    for t in loaded:
         row = []
         for s in shapes:
             c = cell(t, s, "max")
@@ -1247,7 +1298,7 @@ def markdown(d, png):
     L.append("")
     L.append("| target | " + " | ".join(slabels[s] for s in shapes) + " |")
     L.append("|---|" + "---:|" * len(shapes))
-    for t in targets:
+    for t in loaded:
         row = []
         for s in shapes:
             c = cell(t, s, "max")
@@ -1267,7 +1318,7 @@ def markdown(d, png):
         L.append("| target | shape | p50 | p99 | p99.9 | added p99 vs vanilla Envoy |")
         L.append("|---|---|---:|---:|---:|---:|")
         for s in rate_shapes:
-            for t in targets:
+            for t in loaded:
                 c, v = cell(t, s, "rate"), cell("envoy", s, "rate")
                 if not c:
                     continue
