@@ -7,9 +7,31 @@
 //!   and each `rules/*.data` a data file for `@pmFromFile` by its file name.
 //!   CRS files are read from there, never copied into the repository.
 
+use std::collections::BTreeMap;
 use std::env;
 use std::fs;
 use std::path::{Path, PathBuf};
+
+// The engine's own lexer, operator parser and `@rx` analysis (pure files), to analyze the
+// embedded files' patterns as a VM would.
+#[allow(dead_code)]
+#[path = "src/compile/literals.rs"]
+mod literals;
+#[allow(dead_code)]
+#[path = "src/seclang/lexer.rs"]
+mod lexer;
+#[allow(dead_code)]
+#[path = "src/seclang/parser.rs"]
+mod parser;
+/// What the lexer's errors need (the build skips files it cannot lex: a VM reports them).
+mod error {
+    pub struct Error;
+    impl Error {
+        pub fn at(_file: &str, _src: &str, _offset: usize, _msg: &str) -> Error {
+            Error
+        }
+    }
+}
 
 fn sorted_files(dir: &Path, ext: &str) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = fs::read_dir(dir)
@@ -34,16 +56,54 @@ fn packed(out: &Path, n: &mut usize, name: &str, path: &Path) -> String {
     format!("    ({name:?}, include_bytes!({:?}), {}),\n", z.display().to_string(), text.len())
 }
 
+/// The `@rx` patterns of `SecRule`s in `files`, each with its analysis (see
+/// `src/compile/literals.rs`), as the entries of `RX_ANALYSES`: sorted by the pattern's key,
+/// `(hash, hash, length, flags (1: Unicode mode, 2: matches every whole value), literals)`.
+/// A VM that meets one of these patterns takes its analysis instead of parsing it; patterns
+/// that do not parse are left out (a VM reports their error).
+fn rx_analyses(files: &[PathBuf]) -> String {
+    let mut entries = BTreeMap::new();
+    for path in files {
+        let text = fs::read_to_string(path).unwrap_or_default();
+        let Ok(directives) = lexer::lex("", &text) else { continue };
+        for d in directives.iter().filter(|d| d.name.eq_ignore_ascii_case("SecRule")) {
+            let Some(op) = d.args.get(1) else { continue };
+            let o = parser::parse_operator(&op.text);
+            if !o.name.eq_ignore_ascii_case("rx") {
+                continue;
+            }
+            let key = literals::pattern_key(&o.param);
+            if entries.contains_key(&key) {
+                continue;
+            }
+            if let Ok(a) = literals::analyze_pattern(&o.param) {
+                let flags = u8::from(a.unicode) | (u8::from(a.whole) << 1);
+                let lits = match a.literals {
+                    None => "None".to_string(),
+                    Some(l) => format!("Some(&[{}])", l.iter().map(|x| format!("b\"{}\"", x.escape_ascii())).collect::<Vec<_>>().join(", ")),
+                };
+                entries.insert(key, format!("    ({:#x}, {:#x}, {}, {flags}, {lits}),\n", key.0, key.1, key.2));
+            }
+        }
+    }
+    entries.into_values().collect()
+}
+
 fn main() {
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let out = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
     let mut packed_n = 0;
     println!("cargo:rerun-if-env-changed=CRS_DIR");
     println!("cargo:rerun-if-changed=rules");
+    for f in ["src/compile/literals.rs", "src/seclang/lexer.rs", "src/seclang/parser.rs"] {
+        println!("cargo:rerun-if-changed={f}");
+    }
 
     let mut conf = String::new(); // (name, text) entries
     let mut data = String::new();
+    let mut rule_files = Vec::new();
     for p in sorted_files(&manifest.join("rules"), "conf") {
+        rule_files.push(p.clone());
         println!("cargo:rerun-if-changed={}", p.display());
         let stem = p.file_stem().and_then(|s| s.to_str()).expect("utf-8 file name");
         conf.push_str(&packed(&out, &mut packed_n, &format!("@{stem}"), &p));
@@ -60,7 +120,9 @@ fn main() {
         if setup.is_file() {
             println!("cargo:rerun-if-changed={}", dir.display());
             conf.push_str(&packed(&out, &mut packed_n, "@crs-setup-conf", &setup));
+            rule_files.push(setup.clone());
             for p in sorted_files(&dir.join("rules"), "conf") {
+                rule_files.push(p.clone());
                 let name = p.file_name().and_then(|s| s.to_str()).expect("utf-8 file name");
                 conf.push_str(&packed(&out, &mut packed_n, &format!("@owasp_crs/{name}"), &p));
             }
@@ -82,7 +144,11 @@ fn main() {
     let src = format!(
         "/// Embedded SecLang files: (include name, deflated text, text length).\npub static CONF_FILES: &[(&str, &[u8], usize)] = &[\n{conf}];\n\
          /// Embedded data files for @pmFromFile: (file name, deflated text, text length).\npub static DATA_FILES: &[(&str, &[u8], usize)] = &[\n{data}];\n\
-         /// Version of the embedded OWASP CRS, empty when built without it.\npub static CRS_VERSION: &str = {crs_version:?};\n"
+         /// Version of the embedded OWASP CRS, empty when built without it.\npub static CRS_VERSION: &str = {crs_version:?};\n\
+         /// The embedded files' `@rx` patterns, analyzed (see `rx_analysis`).\n\
+         #[allow(clippy::type_complexity)]\n\
+         static RX_ANALYSES: &[(u64, u64, u32, u8, Option<&[&[u8]]>)] = &[\n{rx}];\n",
+        rx = rx_analyses(&rule_files)
     );
     fs::write(out.join("embedded.rs"), src).expect("write embedded.rs");
 }

@@ -17,6 +17,19 @@ pub fn data_file(name: &str) -> Option<String> {
     DATA_FILES.iter().find(|(n, _, _)| *n == base).map(|&(_, z, len)| inflate(z, len))
 }
 
+/// The build-time analysis of `pattern` (see `compile::literals`), when it is the pattern of
+/// an `@rx` in an embedded rule file.
+pub fn rx_analysis(pattern: &str) -> Option<crate::compile::literals::Analysis> {
+    let key = crate::compile::literals::pattern_key(pattern);
+    let i = RX_ANALYSES.binary_search_by(|e| (e.0, e.1, e.2).cmp(&key)).ok()?;
+    let &(_, _, _, flags, lits) = RX_ANALYSES.get(i)?;
+    Some(crate::compile::literals::Analysis {
+        unicode: flags & 1 != 0,
+        whole: flags & 2 != 0,
+        literals: lits.map(|l| l.iter().map(|x| x.to_vec()).collect()),
+    })
+}
+
 /// Names of the embedded SecLang files.
 pub fn names() -> impl Iterator<Item = &'static str> {
     CONF_FILES.iter().map(|(n, _, _)| *n)
@@ -49,6 +62,30 @@ mod tests {
             assert!(lookup("@owasp_crs/*.conf").iter().any(|(_, t)| t.contains("id:942100")));
             assert!(data_file("scanners-user-agents.data").is_some_and(|t| t.lines().count() > 10));
         }
+    }
+
+    /// Every `@rx` of every embedded file takes its analysis from the build-time table, and it
+    /// is the analysis a VM would make; another pattern does not.
+    #[test]
+    fn embedded_patterns_are_analyzed_at_build_time() {
+        let mut n = 0;
+        for (name, text) in lookup("@*") {
+            for d in crate::seclang::lexer::lex(name, &text).unwrap() {
+                let Some(op) = d.args.get(1).filter(|_| d.name.eq_ignore_ascii_case("SecRule")) else { continue };
+                let o = crate::seclang::parser::parse_operator(&op.text);
+                if o.name.eq_ignore_ascii_case("rx") {
+                    let want = crate::compile::literals::analyze_pattern(&o.param).unwrap();
+                    assert_eq!(rx_analysis(&o.param), Some(want), "{name}: {}", o.param);
+                    n += 1;
+                }
+            }
+        }
+        assert!(n >= 2, "{n} patterns");
+        if !CRS_VERSION.is_empty() {
+            assert!(n > 300, "{n} patterns");
+        }
+        assert_eq!(rx_analysis("(?i)not an embedded pattern at all"), None);
+        assert_eq!(rx_analysis(""), None);
     }
 
     #[test]

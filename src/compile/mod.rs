@@ -6,6 +6,7 @@
 //! actions merged, `block` resolved, `skipAfter` markers turned into indexes.
 
 pub mod inputs;
+pub mod literals;
 pub mod prefilter;
 pub mod quick;
 
@@ -675,16 +676,16 @@ impl Compiler {
         let (operator, negated, op_name, op_param) = match op {
             Some((otext, ooff)) => {
                 let o = parse_operator(otext);
-                let (compiled, hir) = if o.name.eq_ignore_ascii_case("rx") {
-                    let (rx, hir) = crate::operators::rx::Rx::with_syntax(&o.param).map_err(|m| at(ooff + o.param_offset, m))?;
-                    (Operator::Rx(rx), hir)
+                let (compiled, lits) = if o.name.eq_ignore_ascii_case("rx") {
+                    let (rx, lits) = crate::operators::rx::Rx::analyzed(&o.param).map_err(|m| at(ooff + o.param_offset, m))?;
+                    (Operator::Rx(rx), Some(lits))
                 } else {
                     let op = Operator::compile(&o.name, &o.param, &embedded::data_file)
                         .map_err(|m| at(ooff + if m.starts_with("unknown operator") { o.offset } else { o.param_offset }, m))?;
                     (op, None)
                 };
-                match &hir {
-                    Some(hir) => pf = self.pf.requirement_hir(hir),
+                match lits {
+                    Some(lits) => pf = lits.and_then(|l| self.pf.literals(l)),
                     None => {
                         if let Operator::Pm(p) = &compiled {
                             pf = self.pf.words(p.words().iter().cloned());

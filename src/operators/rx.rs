@@ -9,6 +9,7 @@
 //! Example: `SecRule ARGS "@rx (?i)union\s+select" "id:1,deny"`.
 
 use super::Captures;
+use crate::compile::literals;
 use regex::bytes::{Regex, RegexBuilder};
 use std::sync::OnceLock;
 
@@ -26,40 +27,6 @@ pub struct Rx {
     re: OnceLock<Option<Regex>>,
 }
 
-/// Whether `hir` matches every value from its start to its end, leftmost-first: `.*` (any
-/// byte, greedy) with at most a start anchor before and an end anchor after.
-fn matches_whole(hir: &regex_syntax::hir::Hir) -> bool {
-    use regex_syntax::hir::{Class, HirKind, Look};
-    let any = |h: &regex_syntax::hir::Hir| match h.kind() {
-        HirKind::Repetition(r) if r.min == 0 && r.max.is_none() && r.greedy => match r.sub.kind() {
-            HirKind::Class(Class::Bytes(c)) => c.ranges().len() == 1 && c.ranges().first().is_some_and(|r| r.start() == 0 && r.end() == 255),
-            _ => false,
-        },
-        _ => false,
-    };
-    let start = |h: &regex_syntax::hir::Hir| matches!(h.kind(), HirKind::Look(Look::Start | Look::StartLF));
-    let end = |h: &regex_syntax::hir::Hir| matches!(h.kind(), HirKind::Look(Look::End | Look::EndLF));
-    match hir.kind() {
-        HirKind::Concat(parts) => match parts.as_slice() {
-            [s, a, e] => start(s) && any(a) && end(e),
-            [x, y] => (start(x) && any(y)) || (any(x) && end(y)),
-            _ => false,
-        },
-        _ => any(hir),
-    }
-}
-
-fn syntax(pattern: &str, unicode: bool) -> Result<regex_syntax::hir::Hir, String> {
-    regex_syntax::ParserBuilder::new()
-        .unicode(unicode)
-        .utf8(false)
-        .dot_matches_new_line(true)
-        .multi_line(true)
-        .build()
-        .parse(pattern)
-        .map_err(|e| e.to_string())
-}
-
 fn build(pattern: &str, unicode: bool) -> Result<Regex, regex::Error> {
     RegexBuilder::new(pattern)
         .unicode(unicode)
@@ -74,60 +41,22 @@ fn build(pattern: &str, unicode: bool) -> Result<Regex, regex::Error> {
         .build()
 }
 
-/// Rewrites `\x{hh}` (hh < 0x100) into `\xhh` so it names a byte.
-fn byte_escapes(pattern: &str) -> String {
-    let mut out = String::with_capacity(pattern.len());
-    let mut rest = pattern;
-    while let Some(pos) = rest.find("\\x{") {
-        // Count the backslashes before: an escaped backslash is not an escape.
-        let before = rest.get(..pos).unwrap_or("");
-        let slashes = before.bytes().rev().take_while(|&b| b == b'\\').count();
-        let after = rest.get(pos + 3..).unwrap_or("");
-        let close = after.find('}');
-        match close {
-            Some(end) if slashes % 2 == 0 => {
-                let hex = after.get(..end).unwrap_or("");
-                match u32::from_str_radix(hex, 16) {
-                    Ok(v) if v < 0x100 && !hex.is_empty() => {
-                        out.push_str(before);
-                        out.push_str(&format!("\\x{v:02x}"));
-                    }
-                    _ => {
-                        out.push_str(before);
-                        out.push_str("\\x{");
-                        out.push_str(hex);
-                        out.push('}');
-                    }
-                }
-                rest = after.get(end + 1..).unwrap_or("");
-            }
-            _ => {
-                out.push_str(rest.get(..pos + 3).unwrap_or(""));
-                rest = after;
-            }
-        }
-    }
-    out.push_str(rest);
-    out
-}
-
 impl Rx {
     pub fn new(pattern: &str) -> Result<Rx, String> {
-        Rx::with_syntax(pattern).map(|(rx, _)| rx)
+        Rx::analyzed(pattern).map(|(rx, _)| rx)
     }
 
-    /// Checks the pattern; also returns its byte-mode syntax tree (for the prefilter
-    /// analysis, so the pattern is parsed once), `None` when it needs Unicode mode.
-    pub fn with_syntax(pattern: &str) -> Result<(Rx, Option<regex_syntax::hir::Hir>), String> {
+    /// Checks the pattern; also returns its required literals (for the prefilter; None: no
+    /// requirement). The patterns of the embedded rule files were analyzed at build time
+    /// (`crate::embedded::rx_analysis`): a VM parses only the others.
+    pub fn analyzed(pattern: &str) -> Result<(Rx, Option<Vec<Vec<u8>>>), String> {
+        let a = match crate::embedded::rx_analysis(pattern) {
+            Some(a) => a,
+            None => literals::analyze_pattern(pattern)?,
+        };
         let pattern = if pattern.is_empty() { ".*" } else { pattern };
-        let rewritten = byte_escapes(pattern);
-        match syntax(&rewritten, false) {
-            Ok(hir) => Ok((Rx { pattern: rewritten, unicode: false, whole: matches_whole(&hir), re: OnceLock::new() }, Some(hir))),
-            Err(first) => match syntax(pattern, true) {
-                Ok(_) => Ok((Rx { pattern: pattern.to_string(), unicode: true, whole: false, re: OnceLock::new() }, None)),
-                Err(_) => Err(format!("invalid regular expression: {first}")),
-            },
-        }
+        let pattern = if a.unicode { pattern.to_string() } else { literals::byte_escapes(pattern) };
+        Ok((Rx { pattern, unicode: a.unicode, whole: a.whole, re: OnceLock::new() }, a.literals))
     }
 
     /// The compiled regex (built now if it was not yet); None if it cannot be
