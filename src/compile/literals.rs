@@ -341,15 +341,17 @@ pub fn byte_escapes(pattern: &str) -> String {
     out
 }
 
+/// Required literals: a match contains one of them (case-insensitively).
+pub type Literals = Vec<Vec<u8>>;
 
-/// A pattern's analysis: the pattern the regex is built from (its `\x{hh}` escapes as bytes,
-/// unless it needs Unicode mode), the mode, whether it matches every whole value, and its
-/// required literals (None: no requirement, the rule always runs).
+/// A pattern's analysis: whether it needs Unicode mode (else its regex is built in byte mode
+/// from [`byte_escapes`] of it), whether it matches every whole value, and its required
+/// literals (None: no requirement, the rule always runs).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Analysis {
     pub unicode: bool,
     pub whole: bool,
-    pub literals: Option<Vec<Vec<u8>>>,
+    pub literals: Option<Literals>,
 }
 
 /// Parses `pattern` as `@rx` does (byte mode, else Unicode mode) and analyzes it; Err with the

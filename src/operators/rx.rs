@@ -49,7 +49,7 @@ impl Rx {
     /// Checks the pattern; also returns its required literals (for the prefilter; None: no
     /// requirement). The patterns of the embedded rule files were analyzed at build time
     /// (`crate::embedded::rx_analysis`): a VM parses only the others.
-    pub fn analyzed(pattern: &str) -> Result<(Rx, Option<Vec<Vec<u8>>>), String> {
+    pub fn analyzed(pattern: &str) -> Result<(Rx, Option<literals::Literals>), String> {
         let a = match crate::embedded::rx_analysis(pattern) {
             Some(a) => a,
             None => literals::analyze_pattern(pattern)?,
