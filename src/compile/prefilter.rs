@@ -7,9 +7,10 @@
 //! requirement is absent from the value cannot match, so its regex is skipped.
 //!
 //! The analysis is conservative: when in doubt (unbounded classes, optional
-//! parts, too many alternatives) it gives up and the rule always runs.
+//! parts, too many alternatives) it gives up and the rule always runs. It lives in
+//! [`super::literals`] (also run at build time on the embedded files); this module builds
+//! and runs the scan.
 
-use super::literals::required_literals;
 use std::collections::HashMap;
 
 /// A rule's requirement: a match contains one of a set of bytes or one of a set of literals.
@@ -446,11 +447,6 @@ pub fn byte_set(bytes: impl Iterator<Item = u8>) -> [u64; 4] {
 }
 
 impl Builder {
-    pub fn requirement(&mut self, pattern: &str) -> Option<Requirement> {
-        let lits = required_literals(pattern)?;
-        self.add_literals(lits)
-    }
-
     /// The requirement of an `@rx` pattern whose required literals are `lits`
     /// (`literals::analyze_pattern`).
     pub fn literals(&mut self, lits: Vec<Vec<u8>>) -> Option<Requirement> {
@@ -579,6 +575,7 @@ impl Builder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::compile::literals::required_literals;
 
     fn req(p: &str) -> Option<Vec<String>> {
         required_literals(p).map(|v| v.into_iter().map(|l| String::from_utf8_lossy(&l).into_owned()).collect())
