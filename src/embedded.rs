@@ -6,9 +6,10 @@
 include!(concat!(env!("OUT_DIR"), "/embedded.rs"));
 
 /// Resolves `Include @name`. A `*` in the name matches any run of characters
-/// (`@owasp_crs/*.conf`); matches come in file-name order.
-pub fn lookup(name: &str) -> Vec<(&'static str, String)> {
-    CONF_FILES.iter().filter(|(n, _, _)| glob_match(name, n)).map(|&(n, z, len)| (n, inflate(z, len))).collect()
+/// (`@owasp_crs/*.conf`); matches come in file-name order, each inflated when reached (one
+/// file's text at a time in memory while a VM compiles them: the memory it grows to stays).
+pub fn lookup(name: &str) -> impl Iterator<Item = (&'static str, String)> + '_ {
+    CONF_FILES.iter().filter(move |(n, _, _)| glob_match(name, n)).map(|&(n, z, len)| (n, inflate(z, len)))
 }
 
 /// A data file (`@pmFromFile scanners-user-agents.data`).
@@ -57,9 +58,9 @@ mod tests {
         for &(name, z, len) in CONF_FILES.iter().chain(DATA_FILES) {
             assert_eq!(inflate(z, len).len(), len, "{name}");
         }
-        assert_eq!(lookup("@targeted"), vec![("@targeted", include_str!("../rules/targeted.conf").to_string())]);
+        assert_eq!(lookup("@targeted").collect::<Vec<_>>(), vec![("@targeted", include_str!("../rules/targeted.conf").to_string())]);
         if !CRS_VERSION.is_empty() {
-            assert!(lookup("@owasp_crs/*.conf").iter().any(|(_, t)| t.contains("id:942100")));
+            assert!(lookup("@owasp_crs/*.conf").any(|(_, t)| t.contains("id:942100")));
             assert!(data_file("scanners-user-agents.data").is_some_and(|t| t.lines().count() > 10));
         }
     }
@@ -90,10 +91,10 @@ mod tests {
 
     #[test]
     fn own_tiers_are_embedded() {
-        assert_eq!(lookup("@targeted").len(), 1);
-        assert_eq!(lookup("@headers-only").len(), 1);
-        assert_eq!(lookup("@recommended-conf").len(), 1);
-        assert!(lookup("@nope").is_empty());
+        assert_eq!(lookup("@targeted").count(), 1);
+        assert_eq!(lookup("@headers-only").count(), 1);
+        assert_eq!(lookup("@recommended-conf").count(), 1);
+        assert!(lookup("@nope").next().is_none());
         assert!(glob_match("@owasp_crs/*.conf", "@owasp_crs/REQUEST-901-INITIALIZATION.conf"));
         assert!(!glob_match("@owasp_crs/*.conf", "@owasp_crs/x.data"));
     }

@@ -171,7 +171,10 @@ pub(crate) type TxVars = Vec<(String, Vec<u8>)>;
 /// An entry of a phase list.
 #[derive(Debug)]
 pub enum Entry {
-    Rule(Rule),
+    /// Boxed: a rule is ~2 KB, and the lists are built by moving rules from the compiler's
+    /// list (a pointer each; inline, both lists' copies of every rule lived at once at the
+    /// end of a compile, which set each VM's memory size).
+    Rule(Box<Rule>),
     Marker(String),
 }
 
@@ -294,7 +297,7 @@ impl Ruleset {
         let mut n = 0;
         for e in self.phases.iter().flatten() {
             let Entry::Rule(r) = e else { continue };
-            let mut link = Some(r);
+            let mut link: Option<&Rule> = Some(r);
             while let Some(l) = link {
                 if let Operator::Rx(rx) = &l.operator {
                     rx.build_now().map_err(|m| format!("rule {} ({}:{}): {m}", r.id, r.file, r.line))?;
@@ -344,7 +347,7 @@ impl Default for Defaults {
 /// An item in load order, before phases are split.
 #[derive(Debug)]
 enum Item {
-    Rule(Rule),
+    Rule(Box<Rule>),
     Marker(String),
 }
 
@@ -432,8 +435,8 @@ impl Compiler {
                     if !target.starts_with('@') {
                         return Err(at(arg_at(0), format!("Include \"{target}\": only embedded files (@name) can be included; known: {}", embedded::names().collect::<Vec<_>>().join(", "))));
                     }
-                    let files = embedded::lookup(target);
-                    if files.is_empty() {
+                    let mut files = embedded::lookup(target).peekable();
+                    if files.peek().is_none() {
                         let hint = if target.starts_with("@owasp_crs") || target == "@crs-setup-conf" {
                             " (this build has no OWASP CRS: build with CRS_DIR set)"
                         } else {
@@ -769,7 +772,7 @@ impl Compiler {
                 tail = Some(Box::new(r));
             }
             if let Some(head) = tail {
-                self.items.push(Item::Rule(*head));
+                self.items.push(Item::Rule(head));
             }
         }
         Ok(())
@@ -862,7 +865,10 @@ impl Compiler {
         let mut skip_targets = Vec::new();
         for (p, list) in phases.iter().enumerate() {
             for (i, e) in list.iter().enumerate() {
-                if let Entry::Rule(Rule { skip_after: Some(name), .. }) = e {
+                if let Some(name) = match e {
+                    Entry::Rule(r) => r.skip_after.as_ref(),
+                    Entry::Marker(_) => None,
+                } {
                     let target = list.iter().enumerate().skip(i + 1).find(|(_, e)| matches!(e, Entry::Marker(m) if m == name)).map(|(j, _)| j + 1).unwrap_or(list.len());
                     skip_targets.push(((p, i), target));
                 }
@@ -870,7 +876,7 @@ impl Compiler {
         }
         let quick = quick::Index::build(&mut phases, tags.len());
         let persistent = phases.iter().flatten().any(|e| {
-            let mut link = match e {
+            let mut link: Option<&Rule> = match e {
                 Entry::Rule(r) => Some(r),
                 _ => None,
             };
@@ -922,7 +928,7 @@ fn number_bits_by_slot(items: &mut [Item], slots: usize, bits: usize) -> Vec<(u3
 fn each_link(items: &mut [Item], f: &mut impl FnMut(&mut Rule)) {
     for item in items.iter_mut() {
         if let Item::Rule(r) = item {
-            let mut link = Some(r);
+            let mut link: Option<&mut Rule> = Some(r);
             while let Some(l) = link {
                 f(l);
                 link = l.chain.as_deref_mut();

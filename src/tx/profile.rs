@@ -242,7 +242,7 @@ fn all_rules(rs: &Ruleset) -> Vec<&Rule> {
     for list in &rs.phases {
         for e in list {
             if let Entry::Rule(r) = e {
-                let mut link = Some(r);
+                let mut link: Option<&Rule> = Some(r);
                 while let Some(l) = link {
                     out.push(l);
                     link = l.chain.as_deref();
