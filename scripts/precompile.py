@@ -15,8 +15,9 @@ version hash, the CPU features and the V8 flags, then the machine code).
 Only the V8 inside that Envoy build can write that: no other V8 reads it (the magic number
 encodes the build's external-reference table, the header its version, flags and CPU
 features). So this script lets that Envoy compile the module once and copies the result out:
-it starts the Envoy given (loopback, kernel-chosen ports, an empty wafer configuration), waits
-until it is ready, and reads its memory (/proc/PID/mem, as its parent): proxy-wasm-cpp-host
+it starts the Envoy given (`make bench`'s configuration, bench/conf/, with kernel-chosen ports and
+an empty wafer configuration), waits until it is ready, stops it and reads its memory
+(/proc/PID/mem, as its parent): proxy-wasm-cpp-host
 keeps the module serialized for sharing between VMs (`Module::share()`), as a `wasm::vec`
 (length, then pointer). The copy is found by its content (the module's bytes after their
 length, followed by V8's magic number) and by that vector pointing at it, so nothing is
@@ -29,6 +30,7 @@ both, and that a damaged section is refused (so the section is really what Envoy
 Linux x86-64 only.
 """
 import argparse
+import json
 import os
 import re
 import shutil
@@ -104,41 +106,22 @@ def v8_version(envoy_bin):
     return found.pop()
 
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
 def bootstrap(wasm):
-    return f"""admin:
-  address: {{ socket_address: {{ address: 127.0.0.1, port_value: 0 }} }}
-static_resources:
-  listeners:
-  - name: main
-    address: {{ socket_address: {{ address: 127.0.0.1, port_value: 0 }} }}
-    filter_chains:
-    - filters:
-      - name: envoy.filters.network.http_connection_manager
-        typed_config:
-          "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
-          stat_prefix: precompile
-          route_config:
-            virtual_hosts:
-            - name: all
-              domains: ["*"]
-              routes:
-              - match: {{ prefix: "/" }}
-                direct_response: {{ status: 200 }}
-          http_filters:
-          - name: envoy.filters.http.wasm
-            typed_config:
-              "@type": type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm
-              config:
-                name: wafer
-                root_id: wafer
-                vm_config:
-                  vm_id: wafer
-                  runtime: envoy.wasm.runtime.v8
-                  code: {{ local: {{ filename: "{wasm}" }} }}
-          - name: envoy.filters.http.router
-            typed_config:
-              "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router
-"""
+    """`make bench`'s Envoy configuration (bench/conf/envoy.yaml with wasm-filter.yaml: wafer with
+    an empty configuration), every port chosen by the kernel; its upstream is never contacted."""
+    def render(name, **kv):
+        text = open(os.path.join(ROOT, "bench", "conf", name)).read()
+        for k, v in kv.items():
+            text = text.replace(f"@{k}@", str(v))
+        left = re.findall(r"@[A-Z_]+@", text)
+        if left:
+            sys.exit(f"bench/conf/{name}: unfilled placeholders {left}")
+        return text
+    wasm_filter = render("wasm-filter.yaml", PLUGIN_CONFIG=json.dumps("{}"), WASM=json.dumps(wasm)).rstrip("\n")
+    return render("envoy.yaml", PORT=0, ADMIN_PORT=0, UPSTREAM_PORT=9, WASM_FILTER=wasm_filter)
 
 
 def rw_regions(pid):
@@ -260,13 +243,23 @@ def main():
             wait_ready(proc, admin_file, READY_TIMEOUT)
             ready = time.monotonic() - t0
             blob, binary, errors = None, None, []
-            for pid in envoy_pids(proc):
+            # Envoy is stopped while its memory is read (its threads would change mappings and
+            # buffers between the reads of one scan); a failed scan is tried again.
+            for attempt in range(3):
+                os.killpg(proc.pid, signal.SIGSTOP)
                 try:
-                    blob = find_serialized(pid, module)
-                    binary = os.readlink(f"/proc/{pid}/exe")
+                    for pid in envoy_pids(proc):
+                        try:
+                            blob = find_serialized(pid, module)
+                            binary = os.readlink(f"/proc/{pid}/exe")
+                            break
+                        except (RuntimeError, OSError) as e:
+                            errors.append(f"attempt {attempt + 1}, pid {pid}: {e}")
+                finally:
+                    os.killpg(proc.pid, signal.SIGCONT)
+                if blob is not None:
                     break
-                except (RuntimeError, OSError) as e:
-                    errors.append(f"pid {pid}: {e}")
+                time.sleep(0.5)
             if blob is None:
                 raise RuntimeError("; ".join(errors))
         except RuntimeError as e:
