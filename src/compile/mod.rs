@@ -299,8 +299,13 @@ impl Ruleset {
             let Entry::Rule(r) = e else { continue };
             let mut link: Option<&Rule> = Some(r);
             while let Some(l) = link {
-                if let Operator::Rx(rx) = &l.operator {
-                    rx.build_now().map_err(|m| format!("rule {} ({}:{}): {m}", r.id, r.file, r.line))?;
+                let built = match &l.operator {
+                    Operator::Rx(rx) => Some(rx.build_now()),
+                    Operator::Verify(v) => Some(v.build_now()),
+                    _ => None,
+                };
+                if let Some(b) = built {
+                    b.map_err(|m| format!("rule {} ({}:{}): {m}", r.id, r.file, r.line))?;
                     n += 1;
                 }
                 link = l.chain.as_deref();

@@ -9,6 +9,7 @@ pub mod libinjection;
 pub mod pm;
 pub mod rx;
 pub mod validate;
+pub mod verify;
 
 use crate::seclang::{parse_macro, MacroPart};
 
@@ -100,6 +101,8 @@ pub enum Operator {
     ValidateByteRange(validate::ByteRange),
     ValidateUrlEncoding,
     ValidateUtf8Encoding,
+    /// `@verifyCC`, `@verifySSN`, `@verifyCPF`, `@verifySVNR`.
+    Verify(verify::Verify),
 }
 
 impl Operator {
@@ -176,6 +179,10 @@ impl Operator {
             "validatebyterange" => Operator::ValidateByteRange(validate::ByteRange::parse(param)?),
             "validateurlencoding" => Operator::ValidateUrlEncoding,
             "validateutf8encoding" => Operator::ValidateUtf8Encoding,
+            "verifycc" => Operator::Verify(verify::Verify::new(verify::Check::CreditCard, param)?),
+            "verifyssn" => Operator::Verify(verify::Verify::new(verify::Check::Ssn, param)?),
+            "verifycpf" => Operator::Verify(verify::Verify::new(verify::Check::Cpf, param)?),
+            "verifysvnr" => Operator::Verify(verify::Verify::new(verify::Check::Svnr, param)?),
             other => return Err(format!("unknown operator \"@{other}\"")),
         })
     }
@@ -205,6 +212,7 @@ impl Operator {
             Operator::ValidateByteRange(_) => "ValidateByteRange",
             Operator::ValidateUrlEncoding => "ValidateUrlEncoding",
             Operator::ValidateUtf8Encoding => "ValidateUtf8Encoding",
+            Operator::Verify(v) => v.log_name(),
         }
     }
 
@@ -250,6 +258,7 @@ impl Operator {
             Operator::ValidateByteRange(r) => r.invalid(value),
             Operator::ValidateUrlEncoding => validate::url_encoding_invalid(value),
             Operator::ValidateUtf8Encoding => validate::utf8_invalid(value),
+            Operator::Verify(v) => v.eval(value, capture, caps),
         }
     }
 }

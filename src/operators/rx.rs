@@ -65,6 +65,20 @@ impl Rx {
         self.re.get_or_init(|| build(&self.pattern, self.unicode).ok()).as_ref()
     }
 
+    /// Whether a match's validity can depend on the bytes before it (`^`, `\A`, word
+    /// boundaries): searching a slice of a value then differs from searching the value from
+    /// an offset. True when the pattern cannot be analyzed (the safe answer).
+    pub(crate) fn looks_behind(&self) -> bool {
+        use regex_syntax::hir::{Look, LookSet};
+        let ends = LookSet::empty().insert(Look::End).insert(Look::EndLF).insert(Look::EndCRLF);
+        literals::syntax(&self.pattern, self.unicode).map_or(true, |h| !h.properties().look_set().subtract(ends).is_empty())
+    }
+
+    /// The same pattern, matching only at the start of the haystack (`\A(?:...)`).
+    pub(crate) fn anchored(&self) -> Rx {
+        Rx { pattern: format!("\\A(?:{})", self.pattern), unicode: self.unicode, whole: false, re: OnceLock::new() }
+    }
+
     /// Builds the automaton now; Err when it cannot be built (`wafer check`).
     pub fn build_now(&self) -> Result<(), String> {
         match self.regex() {
