@@ -287,22 +287,17 @@ fn cpf(candidate: &[u8]) -> bool {
     if d.iter().all(|x| *x == d[0]) || d == [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0] {
         return false;
     }
-    let check = |n: usize, first: u32| {
-        let sum: u32 = d.iter().take(n).zip((2..=first).rev()).map(|(x, w)| x * w).sum();
+    // A check digit over the digits before it, weighted from their count + 1 down to 2 (the
+    // second is computed over the given first one, which must be right anyway).
+    let check = |before: &[u32]| {
+        let sum: u32 = before.iter().zip((2..=before.len() as u32 + 1).rev()).map(|(x, w)| x * w).sum();
         if sum % 11 < 2 {
             0
         } else {
             11 - sum % 11
         }
     };
-    // The second check digit is computed over the first nine and the expected first one,
-    // which must be the one given anyway.
-    let first = check(9, 10);
-    let mut with_first = d;
-    with_first[9] = first;
-    let sum: u32 = with_first.iter().take(10).zip((2..=11).rev()).map(|(x, w)| x * w).sum();
-    let second = if sum % 11 < 2 { 0 } else { 11 - sum % 11 };
-    d[9] == first && d[10] == second
+    d[9] == check(&d[..9]) && d[10] == check(&d[..10])
 }
 
 /// An Austrian social insurance number (SVNR): its first 10 digits (further ones ignored,
