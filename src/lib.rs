@@ -28,3 +28,15 @@ pub use compile::Ruleset;
 pub use config::Waf;
 pub use error::Error;
 pub use tx::{BodyAppend, InterruptAction, Interruption, Transaction};
+
+/// Tests' deterministic pseudo-random numbers (xorshift64): each call steps `seed` and
+/// returns it.
+#[cfg(test)]
+pub(crate) fn test_rng(mut seed: u64) -> impl FnMut() -> u64 {
+    move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    }
+}

@@ -522,13 +522,7 @@ mod trigger_tests {
     /// A value without any trigger byte is never changed (the skip is sound).
     #[test]
     fn values_without_trigger_bytes_are_unchanged() {
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        let mut next = || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = crate::test_rng(0x2545_f491_4f6c_dd1du64);
         for &t in Transform::ALL {
             let Some(trig) = t.trigger() else { continue };
             let allowed: Vec<u8> = (0..=255u8).filter(|b| trig[usize::from(b >> 6)] & (1u64 << (b & 63)) == 0).collect();
@@ -793,13 +787,7 @@ mod tests {
     #[test]
     fn no_panics_on_arbitrary_input() {
         let alphabet: &[u8] = b"%uU+&#xX;\\/.-*<!>=0123456789abcdefABCDEFgz \t\r\n\x00\x7f\x80\xa0\xc3\xe2\xf0\xf5\xff'\"^,()";
-        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
-        let mut next = || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = crate::test_rng(0x9e37_79b9_7f4a_7c15u64);
         for _ in 0..4000 {
             let len = (next() % 40) as usize;
             let v: Vec<u8> = (0..len)
