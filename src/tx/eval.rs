@@ -1589,8 +1589,12 @@ pub(crate) fn run_phase(t: &mut Transaction, rs: &Ruleset, phase: u8) -> Option<
         // From the rule's quick record first: most rules are passed without reading them.
         // (Not when profiling: the profile times each rule's whole evaluation.)
         if skip == 0 && t.profile.is_none() && quick.get(i).is_some_and(|q| cannot_match(t, rs, q)) {
-            // Decided on data that may have changed (see `replay::Run`).
+            // Decided on data that may have changed (see `replay::Run`); no hits, where the
+            // trace may have had some (its effects are then missing: the state departs).
             t.replay.plain = false;
+            if let Entry::Rule(rule) = entry {
+                t.replay.record(rule.index, 0, false);
+            }
             i += 1;
             continue;
         }

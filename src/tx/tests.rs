@@ -1229,6 +1229,38 @@ SecRule TX:site "@streq worse" "id:7,phase:2,deny,status:403"
     assert_eq!(go("/?a=1", "r8", "https://ok/", "c=abc"), (None, 7));
 }
 
+/// A rule that had hits in the trace and that its quick record now passes (no value can
+/// satisfy its prefilter) has none: the transaction departs there, and a later rule reading
+/// only the TX variable it no longer sets, which had no hits in the trace, is evaluated and
+/// blocks (it was passed by the trace: the block was missed).
+#[test]
+fn replay_departs_where_a_rule_with_traced_hits_is_passed_by_its_quick_record() {
+    let rs = rules(
+        r#"SecRuleEngine On
+SecRule ARGS "@rx quux[0-9]" "id:10,phase:1,pass,nolog"
+SecRule ARGS "@rx needle[0-9]" "id:11,phase:1,pass,nolog,setvar:tx.s=+1"
+SecRule REQUEST_HEADERS:X-Flag "@streq 1" "id:13,phase:1,deny,status:403"
+SecRule &TX:s "@eq 0" "id:14,phase:1,deny,status:401"
+"#,
+    );
+    // (blocking rule, rules the replay passed); eight arguments, all new in every request, so
+    // the group's values have a union of their own scans (the quick test of rule 11).
+    let go = |a: &str| -> (Option<u64>, u64) {
+        let mut tx = Transaction::new(rs.clone(), "t".into());
+        tx.process_connection("127.0.0.1", 40000, "127.0.0.1", 8080);
+        let query: Vec<String> = (0..8).map(|k| format!("{k}={a}-{k}")).collect();
+        tx.process_uri(&format!("/?{}", query.join("&")), "GET", "HTTP/1.1");
+        tx.add_request_header(b"Host", b"a");
+        let i = tx.process_request_headers();
+        (i.and_then(|i| i.rule_id), tx.replay_passed())
+    };
+    assert_eq!(go("needle1"), (None, 0));
+    assert_eq!(go("needle2").0, None);
+    // Rule 11 (hits in the trace) cannot match "bar": tx.s is missing and rule 14 blocks.
+    assert_eq!(go("bar").0, Some(14));
+    assert_eq!(go("needle3").0, None);
+}
+
 /// The replay compares the response too: the rules of phases 3 and 4 that had no hits on
 /// the same response are passed, and a change of the status, of a header a rule reads by
 /// key, or of the body is answered (while other header values, such as a date, may change).
