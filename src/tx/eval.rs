@@ -1579,7 +1579,7 @@ pub(crate) fn run_phase(t: &mut Transaction, rs: &Ruleset, phase: u8) -> Option<
         if let (0, None, Some(q @ Quick::TxSkip { .. }), Entry::Rule(rule)) = (skip, &t.profile, quick.get(i), entry) {
             if t.replay.traced_hit(rule.index) || (!cannot_match(t, rs, q) && !rule_removed(t, rule)) {
                 // A hit (the replay passes it only where the trace had none).
-                t.replay.record(rule.index, 0, true);
+                t.replay.record(rule.index, 0, true, false);
                 (i, skip) = skip_from(rs, pidx, i, rule, list.len());
             } else {
                 i += 1;
@@ -1593,7 +1593,7 @@ pub(crate) fn run_phase(t: &mut Transaction, rs: &Ruleset, phase: u8) -> Option<
             // trace may have had some (its effects are then missing: the state departs).
             t.replay.plain = false;
             if let Entry::Rule(rule) = entry {
-                t.replay.record(rule.index, 0, false);
+                t.replay.record(rule.index, 0, false, false);
             }
             i += 1;
             continue;
@@ -1625,7 +1625,7 @@ pub(crate) fn run_phase(t: &mut Transaction, rs: &Ruleset, phase: u8) -> Option<
             redo(t, &e);
             t.matched.n = 0;
             t.replay.passed += 1;
-            t.replay.record(rule.index, inputs.all, true);
+            t.replay.record(rule.index, inputs.all, true, false);
             let matched = e.matched;
             if matched {
                 if has_ctls(rule) {
@@ -1636,21 +1636,25 @@ pub(crate) fn run_phase(t: &mut Transaction, rs: &Ruleset, phase: u8) -> Option<
             t.replay.keep_effect(rule.index, e);
             matched.then(|| rule.disruptive.clone())
         } else {
-            // A rule whose only effect may be on TX: its writes are noted, to be done again.
+            // A rule whose only effect may be on TX: its writes are noted, to be done again,
+            // and compared with the trace's where what it reads changed.
             t.replay.plain = false;
-            if inputs.tx_writes && t.replay.worth_keeping(inputs.all) {
+            let traced = t.replay.traced_effect(rule.index);
+            if inputs.tx_writes && t.replay.worth_keeping() {
                 t.replay.written = Some(std::mem::take(&mut t.replay.spare_written));
             }
             let decision = eval_rule(t, rule, phase);
+            let mut as_traced = false;
             if let Some(mut written) = t.replay.written.take() {
                 if t.head_hits && (decision.is_none() || inputs.quiet) {
                     let e = effect_of(t, &written, decision.is_some());
+                    as_traced = traced.is_some_and(|p| p.same_as(&e));
                     t.replay.keep_effect(rule.index, std::rc::Rc::new(e));
                 }
                 written.clear();
                 t.replay.spare_written = written;
             }
-            t.replay.record(rule.index, inputs.all, t.head_hits);
+            t.replay.record(rule.index, inputs.all, t.head_hits, as_traced);
             decision
         };
         let Some(decision) = decision else {

@@ -21,6 +21,11 @@
 //! macros) is unchanged is not evaluated either: the same state before it and the same data
 //! make the same writes, so the values it left in the TX variables it wrote are set again
 //! ([`Effect`], kept when the rule ran while the transaction followed its trace or had none).
+//! Such a rule whose data changed is evaluated, and when its effect is the trace's (the same
+//! TX variables written with the same values, its chain completing or not as then) the state
+//! after it is the trace's again: the transaction goes on following (a rule with hits on
+//! data that changes in every request, as CRS 905110's first link on a loopback client
+//! whose chain reads `REQUEST_LINE`, no longer ends the replay for every later rule).
 //!
 //! The trace keeps the last transaction's request itself (its buffers, instead of their
 //! being recycled): comparing is a few `memcmp`s of the request line, headers, cookies and
@@ -92,6 +97,13 @@ pub(crate) struct Effect {
     /// Each key with its value (None: removed) and where the last redo put it.
     pub writes: Vec<(String, Option<Vec<u8>>, std::cell::Cell<super::txmap::Loc>)>,
     pub matched: bool,
+}
+
+impl Effect {
+    /// The same writes (keys and values, in order) and the same completion as `other`.
+    pub fn same_as(&self, other: &Effect) -> bool {
+        self.matched == other.matched && self.writes.len() == other.writes.len() && self.writes.iter().zip(&other.writes).all(|((k, v, _), (l, w, _))| k == l && v == w)
+    }
 }
 
 /// Largest list of effects whose allocation is kept for the next transaction.
@@ -320,13 +332,13 @@ impl Replay {
         }
     }
 
-    /// Whether to keep the effect of a rule reading `all` for the next transaction: when there
-    /// is no trace, or while following it and what the rule reads is unchanged (the trace
-    /// had no effect of it). Not after this transaction departed from the trace, nor when
-    /// the rule's data changed: the next one would likely depart or change there too (new
-    /// values in every request), and keeping costs copies of the TX variables written.
-    pub fn worth_keeping(&self, all: u64) -> bool {
-        self.base.is_none() || (self.active && all & self.changed == 0)
+    /// Whether to keep the effect of a rule for the next transaction: when there is no trace,
+    /// or while following it (the next transaction passes the rule by it where the rule's
+    /// data is unchanged, and compares with it where it changed: see [`Replay::record`]).
+    /// Not after this transaction departed from the trace: the next one would likely depart
+    /// there too, and keeping costs copies of the TX variables written.
+    pub fn worth_keeping(&self) -> bool {
+        self.base.is_none() || self.active
     }
 
     /// The request of the trace this transaction follows (whether or not it still follows it).
@@ -402,7 +414,17 @@ impl Replay {
     /// only wrote TX, and reads nothing that changed: done again, it would do the same (the
     /// state before it is the trace's).
     pub fn effect(&mut self, n: u32, all: u64) -> Option<Rc<Effect>> {
-        if !self.active || all & self.changed != 0 {
+        if all & self.changed != 0 {
+            return None;
+        }
+        self.traced_effect(n)
+    }
+
+    /// What rule `n` did in the trace (see [`Replay::effect`]) while this transaction follows
+    /// it, whatever changed in what the rule reads: evaluated again, the rule leaves the
+    /// trace's state when it does the same (see [`Replay::record`]).
+    pub fn traced_effect(&mut self, n: u32) -> Option<Rc<Effect>> {
+        if !self.active {
             return None;
         }
         let base = self.base.as_ref()?;
@@ -424,8 +446,9 @@ impl Replay {
     }
 
     /// Rule `n` was evaluated: its first link had `hits` or not; `inputs`: what the whole
-    /// rule reads when it has hits.
-    pub fn record(&mut self, n: u32, inputs: u64, hits: bool) {
+    /// rule reads when it has hits; `as_traced`: its effect was the trace's (see
+    /// [`Effect::same_as`]), so a rule with hits on changed data leaves the trace's state.
+    pub fn record(&mut self, n: u32, inputs: u64, hits: bool, as_traced: bool) {
         if hits {
             set_bit(&mut self.hits, n);
             if self.plain {
@@ -434,7 +457,7 @@ impl Replay {
         }
         if self.active {
             let before = self.base.as_ref().is_some_and(|b| bit(&b.hits, n));
-            if hits != before || (hits && inputs & self.changed != 0) {
+            if hits != before || (hits && inputs & self.changed != 0 && !as_traced) {
                 self.active = false;
                 self.same = false;
                 self.plain = false;
