@@ -4,7 +4,8 @@
     fuzz/seed.py WAFER_BIN CRS_DIR OUT_DIR
 
 `WAFER_BIN crs-requests` turns every CRS test stage into a raw HTTP request; from those:
-transaction and header_blocks (the raw request), urlencoded (query strings and form bodies), json, xml,
+transaction and header_blocks (the raw request), replay_pairs (a request and the next one,
+or the same with every query value changed, separated by two NUL bytes), urlencoded (query strings and form bodies), json, xml,
 multipart (Content-Type line + body), libinjection and transforms (decoded argument values),
 seclang (each directive of the CRS rule files and wafer's rules/*.conf). Writes one file per
 distinct input under OUT_DIR/<target>/ (generated, git-ignored: target/fuzz-corpus).
@@ -39,10 +40,26 @@ def args_of(qs):
 env = dict(os.environ, CRS_DIR=crs)
 lines = subprocess.run([wafer, "crs-requests"], env=env, check=True,
                        capture_output=True).stdout.decode().splitlines()
+def vary(raw, n):
+    """`raw` with `n` appended to every value of its query string."""
+    first, sep, rest = raw.partition(b"\r\n")
+    parts = first.split(b" ")
+    if len(parts) < 2 or b"?" not in parts[1]:
+        return raw
+    path, _, qs = parts[1].partition(b"?")
+    pairs = [p + (b"" if b"=" in p else b"=") + n for p in qs.split(b"&")]
+    parts[1] = path + b"?" + b"&".join(pairs)
+    return b" ".join(parts) + sep + rest
+
+
+last = b""
 for i, line in enumerate(lines):
     raw = base64.b64decode(json.loads(line)["raw"])
     put("transaction", raw)
     put("header_blocks", raw)
+    put("replay_pairs", last + b"\0\0" + raw)
+    put("replay_pairs", raw + b"\0\0" + vary(raw, str(i).encode()))
+    last = raw
     head, _, body = raw.partition(b"\r\n\r\n")
     first, *hdrs = head.split(b"\r\n")
     ct = b""
