@@ -200,6 +200,8 @@ fn of_target(t: &Target, later: bool, keys: &mut Keys) -> u64 {
         MatchedVar | MatchedVarName | MatchedVars | MatchedVarsNames if later => 0,
         // Left by the rules before this one: the same when they did the same.
         Tx | HighestSeverity | Rule => 0,
+        // A constant.
+        ModsecBuild => 0,
         RequestUri | RequestUriRaw | RequestFilename | RequestBasename | RequestMethod | RequestProtocol | RequestLine | QueryString | ArgsGet | ArgsGetNames | PathInfo => LINE,
         // URLENCODED_ERROR: an invalid escape in the query or in a urlencoded body.
         Args | ArgsNames | ArgsCombinedSize | UrlencodedError => LINE | BODY,

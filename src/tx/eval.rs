@@ -193,6 +193,12 @@ fn scalar<'a>(out: &mut Vec<Value<'a>>, var: Var, v: Cow<'a, [u8]>) {
 
 /// Collects the values of one target. `rule` is the chain head (for
 /// `ctl:ruleRemoveTarget*`).
+/// `MODSEC_BUILD`: the build number of the ModSecurity v3 release whose semantics wafer
+/// follows, as libmodsecurity 3.0.15 reports it (major, minor, patch level two digits each, then
+/// 100 for a release), so rules that check the engine's version before using a feature
+/// (`SecRule MODSEC_BUILD "@lt 020901100" ...`) see what ModSecurity v3 shows them.
+const MODSEC_BUILD: &[u8] = b"030015100";
+
 pub(crate) fn collect<'a>(t: &'a Transaction, target: &Target, rule: Option<&Rule>, out: &mut Vec<Value<'a>>) {
     let start = out.len();
     let rule = rule.filter(|r| affected(t, r.index));
@@ -330,6 +336,7 @@ pub(crate) fn collect<'a>(t: &'a Transaction, target: &Target, rule: Option<&Rul
             }
         }
         Var::Duration => scalar(out, var, Cow::Borrowed(b"0")),
+        Var::ModsecBuild => scalar(out, var, Cow::Borrowed(MODSEC_BUILD)),
         Var::WebserverErrorLog | Var::Env | Var::Geo => {}
         Var::Session | Var::Ip | Var::Global | Var::User | Var::Resource => {
             let cname = var.name().to_ascii_lowercase();

@@ -55,6 +55,23 @@ fn targeted_tier_blocks_the_benchmark_attacks() {
     assert_eq!(blocked_by(&rs, "GET", "/?payload=maliciouspayload", &[], b""), Some(102));
 }
 
+/// `MODSEC_BUILD` is what libmodsecurity 3.0.15 gives (checked with it: "030015100"), so a
+/// rule set's version checks pass as under ModSecurity v3; it was an unknown variable (the
+/// whole rule set failed to load).
+#[test]
+fn modsec_build_is_modsecurity_v3s() {
+    let rs = rules(
+        r#"SecRuleEngine On
+SecRule MODSEC_BUILD "!@ge 020901100" "id:1,phase:1,deny,status:403"
+SecRule MODSEC_BUILD "@streq 030015100" "id:2,phase:1,pass,nolog,setvar:tx.build=1"
+SecRule &TX:build "@eq 0" "id:3,phase:1,deny,status:403"
+"#,
+    );
+    assert_eq!(blocked_by(&rs, "GET", "/", &[], b""), None);
+    let old = rules("SecRuleEngine On\nSecRule MODSEC_BUILD \"@lt 030100000\" \"id:4,phase:1,deny,status:403\"");
+    assert_eq!(blocked_by(&old, "GET", "/", &[], b""), Some(4));
+}
+
 #[test]
 fn targeted_tier_passes_benign_traffic() {
     let rs = rules("Include @targeted");

@@ -164,6 +164,7 @@ vars! {
     TimeWday = "TIME_WDAY", false;
     TimeYear = "TIME_YEAR", false;
     MscPcreLimitsExceeded = "MSC_PCRE_LIMITS_EXCEEDED", false;
+    ModsecBuild = "MODSEC_BUILD", false;
 }
 
 impl Var {
