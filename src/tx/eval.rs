@@ -1600,7 +1600,8 @@ pub(crate) fn run_phase(t: &mut Transaction, rs: &Ruleset, phase: u8) -> Option<
             // trace may have had some (its effects are then missing: the state departs).
             t.replay.plain = false;
             if let Entry::Rule(rule) = entry {
-                t.replay.record(rule.index, 0, false, false);
+                let empty = t.replay.traced_effect(rule.index).is_some_and(|e| e.is_empty());
+                t.replay.record(rule.index, 0, false, empty);
             }
             i += 1;
             continue;
@@ -1650,12 +1651,14 @@ pub(crate) fn run_phase(t: &mut Transaction, rs: &Ruleset, phase: u8) -> Option<
             if inputs.tx_writes && t.replay.worth_keeping() {
                 t.replay.written = Some(std::mem::take(&mut t.replay.spare_written));
             }
+            let before = t.replay.traced_hit(rule.index);
             let decision = eval_rule(t, rule, phase);
-            let mut as_traced = false;
+            // Without hits here or there, the empty effect (see `Replay::record`).
+            let mut as_traced = !t.head_hits && (!before || traced.as_ref().is_some_and(|p| p.is_empty()));
             if let Some(mut written) = t.replay.written.take() {
                 if t.head_hits && (decision.is_none() || inputs.quiet) {
                     let e = effect_of(t, &written, decision.is_some());
-                    as_traced = traced.is_some_and(|p| p.same_as(&e));
+                    as_traced = if before { traced.is_some_and(|p| p.same_as(&e)) } else { e.is_empty() };
                     t.replay.keep_effect(rule.index, std::rc::Rc::new(e));
                 }
                 written.clear();

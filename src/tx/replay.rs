@@ -25,7 +25,11 @@
 //! TX variables written with the same values, its chain completing or not as then) the state
 //! after it is the trace's again: the transaction goes on following (a rule with hits on
 //! data that changes in every request, as CRS 905110's first link on a loopback client
-//! whose chain reads `REQUEST_LINE`, no longer ends the replay for every later rule).
+//! whose chain reads `REQUEST_LINE`, no longer ends the replay for every later rule). So
+//! does a rule whose hits differ from the trace's where both effects are empty (no TX
+//! written, the chain not completed; a rule without hits has the empty effect): 920170's
+//! first link, `REQUEST_METHOD` GET, has hits on a GET after a POST, its chain (a body
+//! length) does not complete, and the state is the trace's.
 //!
 //! The trace keeps the last transaction's request itself (its buffers, instead of their
 //! being recycled): comparing is a few `memcmp`s of the request line, headers, cookies and
@@ -100,6 +104,11 @@ pub(crate) struct Effect {
 }
 
 impl Effect {
+    /// No write, no completion: what a rule without hits does.
+    pub fn is_empty(&self) -> bool {
+        self.writes.is_empty() && !self.matched
+    }
+
     /// The same writes (keys and values, in order) and the same completion as `other`.
     pub fn same_as(&self, other: &Effect) -> bool {
         self.matched == other.matched && self.writes.len() == other.writes.len() && self.writes.iter().zip(&other.writes).all(|((k, v, _), (l, w, _))| k == l && v == w)
@@ -447,7 +456,8 @@ impl Replay {
 
     /// Rule `n` was evaluated: its first link had `hits` or not; `inputs`: what the whole
     /// rule reads when it has hits; `as_traced`: its effect was the trace's (see
-    /// [`Effect::same_as`]), so a rule with hits on changed data leaves the trace's state.
+    /// [`Effect::same_as`]; no hits is the empty effect), so the state after it is the
+    /// trace's, whether or not it had hits as there and whatever it read.
     pub fn record(&mut self, n: u32, inputs: u64, hits: bool, as_traced: bool) {
         if hits {
             set_bit(&mut self.hits, n);
@@ -457,7 +467,7 @@ impl Replay {
         }
         if self.active {
             let before = self.base.as_ref().is_some_and(|b| bit(&b.hits, n));
-            if hits != before || (hits && inputs & self.changed != 0 && !as_traced) {
+            if !as_traced && (hits != before || (hits && inputs & self.changed != 0)) {
                 self.active = false;
                 self.same = false;
                 self.plain = false;

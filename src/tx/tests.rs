@@ -1285,6 +1285,41 @@ SecRule &TX:s "@eq 0" "id:14,phase:1,deny,status:401"
     assert_eq!(go("needle4").0, None);
 }
 
+/// A rule whose hits differ from the trace's where neither run has an effect (no TX
+/// written, its chain not completing) leaves the trace's state: the replay goes on past it.
+/// Where one of them has an effect, the transaction departs and the rules after it run.
+#[test]
+fn replay_goes_on_past_hits_that_leave_no_effect() {
+    let rs = rules(
+        r#"SecRuleEngine On
+SecRule REMOTE_ADDR "@ipMatch 127.0.0.1" "id:12,phase:1,pass,nolog,chain"
+    SecRule REQUEST_LINE "@contains /admin" "setvar:tx.local=1"
+SecRule REQUEST_HEADERS:X-Flag "@streq 1" "id:13,phase:1,deny,status:403"
+SecRule &TX:local "@eq 1" "id:14,phase:1,deny,status:401"
+"#,
+    );
+    // (blocking rule, rules the replay passed)
+    let go = |client: &str, path: &str| -> (Option<u64>, u64) {
+        let mut tx = Transaction::new(rs.clone(), "t".into());
+        tx.process_connection(client, 40000, "127.0.0.1", 8080);
+        tx.process_uri(path, "GET", "HTTP/1.1");
+        tx.add_request_header(b"Host", b"a");
+        let i = tx.process_request_headers();
+        (i.and_then(|i| i.rule_id), tx.replay_passed())
+    };
+    assert_eq!(go("10.0.0.1", "/a"), (None, 0));
+    // Rule 12 has hits now and had none: its chain does not complete, nothing written.
+    assert_eq!(go("127.0.0.1", "/a"), (None, 2));
+    // And the reverse.
+    assert_eq!(go("10.0.0.1", "/a"), (None, 2));
+    assert_eq!(go("127.0.0.1", "/a"), (None, 2));
+    // Its chain completes: tx.local is written, the transaction departs, rule 14 blocks.
+    assert_eq!(go("127.0.0.1", "/admin").0, Some(14));
+    // (Blocked, that request completed no phase: the trace is still the one before, where
+    // rule 12 had hits and no effect.) No hits and no effect: the same state.
+    assert_eq!(go("10.0.0.1", "/admin"), (None, 2));
+}
+
 /// The replay compares the response too: the rules of phases 3 and 4 that had no hits on
 /// the same response are passed, and a change of the status, of a header a rule reads by
 /// key, or of the body is answered (while other header values, such as a date, may change).
