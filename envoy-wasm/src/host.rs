@@ -31,6 +31,11 @@ impl HeaderMap {
         wafer::body::pairs::block_spans(&self.buf).map_while(|(name, value)| Some((self.buf.get(name)?, self.buf.get(value)?)))
     }
 
+    /// The serialized map as the host gave it.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.buf
+    }
+
     /// The serialized map itself (for [`wafer::Transaction::add_request_header_block`]).
     pub(crate) fn into_bytes(self) -> Bytes {
         self.buf

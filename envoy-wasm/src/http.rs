@@ -28,6 +28,7 @@
 
 use std::borrow::Cow;
 use std::rc::Rc;
+use std::sync::Arc;
 
 use crate::abi::hostcalls;
 use crate::abi::types::{Action, BufferType, LogLevel, MapType};
@@ -65,6 +66,10 @@ pub(crate) struct WaferHttp {
     interrupted: Option<Side>,
     /// Protections of this stream; `None` (no cost) when the configuration enables none.
     protect: Option<Box<crate::protect::StreamProtect>>,
+    /// A copy of the request's header block when its transaction, if quiet, becomes the VM's
+    /// quiet request (see `Shared::quiet`); the buffer is kept from stream to stream.
+    quiet_block: Option<Vec<u8>>,
+    quiet_spare: Vec<u8>,
 }
 
 impl WaferHttp {
@@ -78,6 +83,8 @@ impl WaferHttp {
             response_body: Body::Idle,
             interrupted: None,
             protect: None,
+            quiet_block: None,
+            quiet_spare: Vec::new(),
         }
     }
 
@@ -91,8 +98,11 @@ impl WaferHttp {
     /// configuration are dropped; what is left is the state of a new stream.
     /// (Every field is named, so a new one cannot be forgotten here.)
     pub(crate) fn release(&mut self) {
-        let WaferHttp { context_id: _, shared, tx, protocol, request_body, response_body, interrupted, protect } = self;
+        let WaferHttp { context_id: _, shared, tx, protocol, request_body, response_body, interrupted, protect, quiet_block, quiet_spare } = self;
         *tx = None;
+        if let Some(b) = quiet_block.take() {
+            *quiet_spare = b;
+        }
         *shared = None;
         *protocol = Cow::Borrowed("");
         *request_body = Body::Idle;
@@ -348,6 +358,9 @@ fn stream_id(tx: &Option<Transaction>) -> &str {
     tx.as_ref().map_or("", Transaction::unique_id)
 }
 
+/// The largest header block buffer a stream keeps for the next (see `WaferHttp::quiet_block`).
+const QUIET_KEEP: usize = 16 * 1024;
+
 /// The stream callbacks (see [`crate::abi`]).
 impl WaferHttp {
     pub(crate) fn on_http_request_headers(&mut self, _num_headers: usize, end_of_stream: bool) -> Action {
@@ -409,6 +422,22 @@ impl WaferHttp {
             return Action::Continue;
         };
         shared.metrics.transaction();
+        // The same request as the last quiet one but for its id: no transaction (what the
+        // engine would do with it, see `Ruleset::quiet_again`).
+        let quiet_ok = end_of_stream && ruleset.quiet_again && self.protect.is_none();
+        if quiet_ok {
+            let same = shared.quiet.borrow().as_ref().is_some_and(|(rs, block)| Arc::ptr_eq(rs, &ruleset) && wafer::body::pairs::same_but(block, headers.bytes(), b"x-request-id"));
+            if same {
+                return Action::Continue;
+            }
+            let mut copy = std::mem::take(&mut self.quiet_spare);
+            copy.clear();
+            if copy.capacity() > QUIET_KEEP {
+                copy = Vec::new();
+            }
+            copy.extend_from_slice(headers.bytes());
+            self.quiet_block = Some(copy);
+        }
         let unique_id = if request_id.is_empty() { Cow::Owned(self.fallback_id()) } else { host::text(request_id) };
         let persistent = ruleset.uses_persistent_collections();
         let (connection, server) = (ruleset.mentions.connection, ruleset.mentions.server);
@@ -544,6 +573,15 @@ impl WaferHttp {
     pub(crate) fn on_end(&mut self) {
         if let Some(tx) = self.tx.as_mut() {
             tx.process_logging();
+            if let Some(block) = self.quiet_block.take() {
+                match self.shared.as_ref().filter(|_| tx.quiet()) {
+                    Some(shared) => {
+                        let old = shared.quiet.borrow_mut().replace((tx.ruleset().clone(), block));
+                        self.quiet_spare = old.map(|(_, b)| b).unwrap_or_default();
+                    }
+                    None => self.quiet_spare = block,
+                }
+            }
         }
         self.flush_logs();
         if let (Some(state), Some(shared)) = (self.protect.as_mut(), self.shared.as_ref()) {

@@ -68,6 +68,10 @@ pub(crate) struct Shared {
     /// The store of persistent collections (`initcol`), handed to each transaction that
     /// uses one (one `Arc` for all, not one per request).
     pub(crate) collections: Arc<dyn wafer::tx::persist::CollectionStore>,
+    /// The last request without a body that passed quietly (`Transaction::quiet`) under a
+    /// rule set allowing it (`Ruleset::quiet_again`): the rule set and the request's header
+    /// block. A request whose block is the same but for its `x-request-id` gets no transaction.
+    pub(crate) quiet: std::cell::RefCell<Option<(Arc<wafer::Ruleset>, Vec<u8>)>>,
 }
 
 /// The root (plugin) context: compiles the configuration once and hands it to each stream.
@@ -121,6 +125,7 @@ impl WaferRoot {
                     next_id: Cell::new(0),
                     protect,
                     collections: Arc::new(protect::SharedCollections),
+                    quiet: Default::default(),
                 }));
                 true
             }

@@ -112,6 +112,21 @@ pub fn block_spans(block: &[u8]) -> BlockSpans<'_> {
     BlockSpans { block, i: 0, n, p: data }
 }
 
+/// Whether two serialized blocks (see [`block_spans`]) are the same bytes but for the value of
+/// the first pair of `a` named `except` (exactly those bytes: the host's names are lowercase),
+/// which `b` holds at the same place with the same length: then every other pair is the same,
+/// in the same order (the lengths table is part of the bytes compared). Blocks of different
+/// lengths are not the same (a host's request ids all have one length).
+pub fn same_but(a: &[u8], b: &[u8], except: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    match block_spans(a).find(|(name, _)| a.get(name.clone()) == Some(except)) {
+        Some((_, v)) => a.get(..v.start) == b.get(..v.start) && a.get(v.end..) == b.get(v.end..),
+        None => a == b,
+    }
+}
+
 /// The number of pairs of a serialized block (see [`block_spans`]); `None` when the block
 /// does not hold what it announces. An empty block has none.
 pub fn block_len(block: &[u8]) -> Option<usize> {
@@ -279,6 +294,30 @@ mod tests {
         p.push_pair(b"b", b"2");
         assert_eq!(p.to_vec(), vec![(b"b".to_vec(), b"2".to_vec())]);
         assert_eq!(p.get(0).map(|(k, _)| k.as_ptr()), first);
+    }
+
+    #[test]
+    fn blocks_compare_but_for_one_name() {
+        let a = block_of(&[(b":path", b"/a"), (b"x-request-id", b"1"), (b"user-agent", b"u")]);
+        let b = block_of(&[(b":path", b"/a"), (b"x-request-id", b"2"), (b"user-agent", b"u")]);
+        assert!(same_but(&a, &b, b"x-request-id"));
+        assert!(!same_but(&a, &b, b"user-agent"));
+        assert!(same_but(&a, &a, b""));
+        // Another value, name, order, count, or a block cut short: not the same.
+        for other in [
+            block_of(&[(b":path", b"/b"), (b"x-request-id", b"2"), (b"user-agent", b"u")]),
+            block_of(&[(b":path", b"/a"), (b"x-request-id", b"2"), (b"user-agent", b"v")]),
+            block_of(&[(b":path", b"/a"), (b"x-request-ie", b"2"), (b"user-agent", b"u")]),
+            block_of(&[(b":path", b"/a"), (b"user-agent", b"u"), (b"x-request-id", b"2")]),
+            block_of(&[(b":path", b"/a"), (b"x-request-id", b"2")]),
+            block_of(&[(b":path", b"/a"), (b"x-request-id", b"2"), (b"user-agent", b"u"), (b"x", b"")]),
+            // An id of another length (the lengths table differs too).
+            block_of(&[(b":path", b"/a"), (b"x-request-id", b"22"), (b"user-agent", b"u")]),
+            a[..a.len() - 1].to_vec(),
+            Vec::new(),
+        ] {
+            assert!(!same_but(&a, &other, b"x-request-id"), "{other:?}");
+        }
     }
 
     /// A block's pairs are the pairs pushed one by one (those `keep` accepts), read in place

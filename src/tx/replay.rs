@@ -350,6 +350,11 @@ impl Replay {
         self.base.is_none() || self.active
     }
 
+    /// No rule had hits so far.
+    pub fn no_hits(&self) -> bool {
+        self.hits.iter().all(|&w| w == 0)
+    }
+
     /// The request of the trace this transaction follows (whether or not it still follows it).
     pub fn trace_request(&self) -> Option<&Request> {
         self.base.as_ref().map(|b| &**b.req)

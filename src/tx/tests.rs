@@ -1549,3 +1549,70 @@ SecRule &ARGS "@gt 2" "id:4,phase:1,deny,status:403"
         assert_eq!(go("/?a=1&b=2"), None);
     }
 }
+
+/// A GET with these headers (and `x-request-id: id`) through every phase, with the replay or
+/// without (profiling turns it off): (quiet, blocked).
+fn quiet_run(rs: &Arc<Ruleset>, path: &str, id: &str, ua: &str, replay: bool) -> (bool, bool) {
+    let mut tx = Transaction::new(rs.clone(), id.into());
+    if !replay {
+        tx.enable_profile();
+    }
+    tx.process_uri(path, "GET", "HTTP/1.1");
+    for (k, v) in [("Host", "shop.example.com"), ("User-Agent", ua), ("Accept", "text/html"), ("x-request-id", id)] {
+        tx.add_request_header(k.as_bytes(), v.as_bytes());
+    }
+    let mut blocked = tx.process_request_headers().is_some();
+    blocked |= tx.process_request_body().is_some();
+    blocked |= tx.process_response_headers(200, "HTTP/1.1").is_some();
+    blocked |= tx.process_response_body().is_some();
+    tx.process_logging();
+    (tx.quiet(), blocked)
+}
+
+/// What `Ruleset::quiet_again` lets a host do (no transaction for a request that differs from
+/// a quiet one only in its `x-request-id`) is what the engine does with such a request: where
+/// a rule set allows it, the second request is quiet too, whatever its id (attack-like ones
+/// included), with the replay and without; a rule set whose rules read what changes (every
+/// header, that header, volatile data, the addresses, the response, the protocol) does not
+/// allow it, and the first of them shows why (the new id is blocked).
+#[test]
+fn quiet_again_holds_where_rule_sets_allow_it() {
+    let allowed = [
+        "Include @headers-only",
+        "Include @targeted",
+        "SecRuleEngine On\nSecRule REQUEST_HEADERS:User-Agent \"@contains evil\" \"id:1,phase:1,deny\"\nSecRule ARGS|REQUEST_COOKIES \"@contains attack\" \"id:2,phase:2,deny\"\nSecRule TX:x \"@eq 1\" \"id:3,phase:2,deny\"",
+        "SecRuleEngine DetectionOnly\nSecRule REQUEST_URI \"@contains /admin\" \"id:1,phase:1,pass,log\"",
+        "SecRuleEngine On\nSecRule REQUEST_HEADERS:User-Agent \"@contains evil\" \"id:9101,phase:1,t:none,log,deny,status:403\"\nSecRule ARGS \"@contains attack\" \"id:9102,phase:2,t:none,log,deny,status:403\"\nSecRule REQUEST_URI \"@beginsWith /admin\" \"id:9103,phase:1,t:none,log,deny,status:403\"",
+    ];
+    for text in allowed {
+        let rs = rules(text);
+        assert!(rs.quiet_again, "{text}");
+        for replay in [true, false] {
+            let path = "/products?q=shoes";
+            assert_eq!(quiet_run(&rs, path, "a1", "Mozilla/5.0", replay), (true, false), "{text}");
+            for id in ["a2", "' or 1=1--", "<script>alert(1)</script>", "sqlmap", "/admin", "evil attack", ""] {
+                let (quiet, blocked) = quiet_run(&rs, path, id, "Mozilla/5.0", replay);
+                assert!(quiet && !blocked, "{text}: id {id:?}");
+            }
+        }
+        // A rule with hits: not quiet.
+        let (quiet, _) = quiet_run(&rs, "/admin?q=attack", "a3", "sqlmap evil", true);
+        assert!(!quiet, "{text}");
+    }
+    let refused = [
+        "SecRuleEngine On\nSecRule REQUEST_HEADERS \"@contains attack\" \"id:1,phase:1,deny\"",
+        "SecRuleEngine On\nSecRule REQUEST_HEADERS:X-Request-Id \"@contains attack\" \"id:1,phase:1,deny\"",
+        "SecRuleEngine On\nSecRule UNIQUE_ID \"@contains attack\" \"id:1,phase:1,deny\"",
+        "SecRuleEngine On\nSecRule TIME_SEC \"@eq 61\" \"id:1,phase:1,deny\"",
+        "SecRuleEngine On\nSecRule REMOTE_ADDR \"@ipMatch 10.0.0.1\" \"id:1,phase:1,deny\"",
+        "SecRuleEngine On\nSecRule REQUEST_PROTOCOL \"@streq HTTP/0.9\" \"id:1,phase:1,deny\"",
+        "SecRuleEngine On\nSecRule RESPONSE_STATUS \"@streq 599\" \"id:1,phase:3,deny\"",
+        "SecRuleEngine On\nSecRule REQUEST_URI \"@contains /admin\" \"id:1,phase:5,pass,log\"",
+    ];
+    for text in refused {
+        assert!(!rules(text).quiet_again, "{text}");
+    }
+    let rs = rules(refused[0]);
+    assert_eq!(quiet_run(&rs, "/", "a1", "Mozilla/5.0", true), (true, false));
+    assert_eq!(quiet_run(&rs, "/", "attack", "Mozilla/5.0", true), (false, true));
+}

@@ -138,3 +138,59 @@ fn logging_phase_runs_for_completed_and_reset_streams() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// A request like the last quiet one but for its `x-request-id` gets no transaction
+/// (`Ruleset::quiet_again`): it still reaches the upstream whole and is counted, and a request
+/// that differs anywhere else (a header, the query, the path) is inspected as before, between
+/// repeated quiet ones.
+#[test]
+fn repeated_quiet_requests_pass_and_changed_ones_are_inspected() {
+    let rules = [
+        "SecRuleEngine On",
+        r#"SecRule REQUEST_HEADERS:User-Agent "@contains evil" "id:9101,phase:1,t:none,log,deny,status:403""#,
+        r#"SecRule ARGS "@contains attack" "id:9102,phase:2,t:none,log,deny,status:403""#,
+        r#"SecRule REQUEST_URI "@beginsWith /admin" "id:9103,phase:1,t:none,log,deny,status:403""#,
+    ];
+    let list: Vec<String> = rules.iter().map(|r| json_string(r)).collect();
+    let config = format!(r#"{{"directives_map":{{"default":[{}]}},"default_directives":"default"}}"#, list.join(","));
+    let fx = Fixture::start("quiet", &config);
+    let get = |target: &str, ua: &str| Request::get(target).header("user-agent", ua);
+    let benign = || get("/q?a=1&b=2", "ok");
+    let steps: Vec<(&str, Request, u16)> = vec![
+        ("first", benign(), 200),
+        ("repeated", benign(), 200),
+        ("repeated again", benign(), 200),
+        ("another user agent", get("/q?a=1&b=2", "evil bot"), 403),
+        ("repeated after a block", benign(), 200),
+        ("another query", get("/q?a=attack&b=2", "ok"), 403),
+        ("another path", get("/admin?a=1&b=2", "ok"), 403),
+        ("another header added", benign().header("x-extra", "evil"), 200),
+        ("repeated at the end", benign(), 200),
+    ];
+    let mut failures = Vec::new();
+    for (name, req, want) in &steps {
+        match fx.send(req) {
+            Ok(resp) if *want == 200 => {
+                if let Err(why) = passed_whole(req, &resp) {
+                    failures.push(format!("{name}: {why}"));
+                }
+            }
+            Ok(resp) if resp.status == *want => {}
+            Ok(resp) => failures.push(format!("{name}: status {} (want {want})", resp.status)),
+            Err(err) => failures.push(format!("{name}: {err}")),
+        }
+    }
+    // Every request is counted, with or without its transaction (added to the host's counter
+    // once a second).
+    let want = steps.len() as u64;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let mut counted = fx.envoy.counter("wasmcustom.wafer.transactions");
+    while counted < want && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        counted = fx.envoy.counter("wasmcustom.wafer.transactions");
+    }
+    if counted != want {
+        failures.push(format!("wafer counted {counted} transactions, want {want}"));
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
