@@ -10,7 +10,7 @@ export CARGO_BUILD_JOBS=${CARGO_BUILD_JOBS:-2}
 SECONDS_PER=${FUZZ_SECONDS:-60}
 TARGETS=("$@")
 if [ ${#TARGETS[@]} -eq 0 ]; then
-  TARGETS=(seclang urlencoded json multipart xml transforms libinjection transaction header_blocks replay_pairs)
+  TARGETS=(seclang urlencoded json multipart xml transforms libinjection transaction header_blocks replay_pairs quiet_again)
 fi
 # -timeout: an input taking over 10 s is a finding (a denial of service), not a slow run.
 # -rss_limit_mb: the transaction target holds the full CRS (~300 MB); more is a finding.
