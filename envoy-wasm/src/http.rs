@@ -67,9 +67,9 @@ pub(crate) struct WaferHttp {
     /// Protections of this stream; `None` (no cost) when the configuration enables none.
     protect: Option<Box<crate::protect::StreamProtect>>,
     /// A copy of the request's header block when its transaction, if quiet, becomes the VM's
-    /// quiet request (see `Shared::quiet`); the buffer is kept from stream to stream.
-    quiet_block: Option<Vec<u8>>,
-    quiet_spare: Vec<u8>,
+    /// quiet request (see `Shared::quiet`); empty otherwise (a host's block never is). The
+    /// buffer is kept from stream to stream.
+    quiet_block: Vec<u8>,
 }
 
 impl WaferHttp {
@@ -83,8 +83,7 @@ impl WaferHttp {
             response_body: Body::Idle,
             interrupted: None,
             protect: None,
-            quiet_block: None,
-            quiet_spare: Vec::new(),
+            quiet_block: Vec::new(),
         }
     }
 
@@ -98,11 +97,9 @@ impl WaferHttp {
     /// configuration are dropped; what is left is the state of a new stream.
     /// (Every field is named, so a new one cannot be forgotten here.)
     pub(crate) fn release(&mut self) {
-        let WaferHttp { context_id: _, shared, tx, protocol, request_body, response_body, interrupted, protect, quiet_block, quiet_spare } = self;
+        let WaferHttp { context_id: _, shared, tx, protocol, request_body, response_body, interrupted, protect, quiet_block } = self;
         *tx = None;
-        if let Some(b) = quiet_block.take() {
-            *quiet_spare = b;
-        }
+        quiet_block.clear();
         *shared = None;
         *protocol = Cow::Borrowed("");
         *request_body = Body::Idle;
@@ -430,13 +427,11 @@ impl WaferHttp {
             if same {
                 return Action::Continue;
             }
-            let mut copy = std::mem::take(&mut self.quiet_spare);
-            copy.clear();
-            if copy.capacity() > QUIET_KEEP {
-                copy = Vec::new();
+            if self.quiet_block.capacity() > QUIET_KEEP {
+                self.quiet_block = Vec::new();
             }
-            copy.extend_from_slice(headers.bytes());
-            self.quiet_block = Some(copy);
+            self.quiet_block.clear();
+            self.quiet_block.extend_from_slice(headers.bytes());
         }
         let unique_id = if request_id.is_empty() { Cow::Owned(self.fallback_id()) } else { host::text(request_id) };
         let persistent = ruleset.uses_persistent_collections();
@@ -573,15 +568,13 @@ impl WaferHttp {
     pub(crate) fn on_end(&mut self) {
         if let Some(tx) = self.tx.as_mut() {
             tx.process_logging();
-            if let Some(block) = self.quiet_block.take() {
-                match self.shared.as_ref().filter(|_| tx.quiet()) {
-                    Some(shared) => {
-                        let old = shared.quiet.borrow_mut().replace((tx.ruleset().clone(), block));
-                        self.quiet_spare = old.map(|(_, b)| b).unwrap_or_default();
-                    }
-                    None => self.quiet_spare = block,
-                }
+            // Swapped with the last quiet request's block, whose buffer serves the next stream.
+            if let Some(shared) = self.shared.as_ref().filter(|_| !self.quiet_block.is_empty() && tx.quiet()) {
+                let block = std::mem::take(&mut self.quiet_block);
+                let old = shared.quiet.borrow_mut().replace((tx.ruleset().clone(), block));
+                self.quiet_block = old.map(|(_, b)| b).unwrap_or_default();
             }
+            self.quiet_block.clear();
         }
         self.flush_logs();
         if let (Some(state), Some(shared)) = (self.protect.as_mut(), self.shared.as_ref()) {
