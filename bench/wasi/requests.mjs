@@ -2,7 +2,8 @@
 //   node --no-liftoff --perf-basic-prof bench/wasi/requests.mjs WASM CONFIG.json N
 // N browser-like GETs (PEERS_DIR's headers, a new x-request-id each, a 200 text/html response
 // with a 180-byte body; with VARY=1 in the environment, new query and cookie values in each,
-// as make bench's GET, new values), each through context create, request headers, response headers and
+// as make bench's GET, new values; with BODY=FILE, a JSON POST of that body to /api/v1/orders instead,
+// its body in one callback at end of stream), each through context create, request headers, response headers and
 // body, log, done, delete, as Envoy calls them; host calls answered by stubs. Prints the time
 // per request and the host calls made per request. Under `perf record`, bench/wasi/perf_report.py
 // names the wasm functions (use the module before coldcalls,
@@ -10,6 +11,7 @@
 import fs from 'fs';
 import path from 'path';
 const VARY = process.env.VARY === '1'; // new query and cookie values in every request
+const BODY = process.env.BODY ? fs.readFileSync(process.env.BODY) : null; // a JSON POST with this body instead of the GET
 const [wasmPath, cfgPath, nStr] = process.argv.slice(2);
 const N = +nStr;
 const cfg = fs.readFileSync(cfgPath);
@@ -27,14 +29,14 @@ function pairs(list) {
 }
 const hdrs = fs.readFileSync(path.join(process.env.PEERS_DIR || path.join(path.dirname(new URL(import.meta.url).pathname), '..', '..', '..', 'shared', 'peers'), 'headers.txt'), 'utf8').trim().split('\n').map(l => { const i = l.indexOf(':'); return [l.slice(0, i).toLowerCase(), l.slice(i + 1).trim()]; });
 let rid = 0;
-const reqPairs = () => { const t = VARY ? String(rid) : ''; return pairs([[':authority', 'shop.example.com'], [':path', '/search?q=shoes' + t + '&page=2' + t + '&sort=price' + t], [':method', 'GET'], [':scheme', 'http'], ...hdrs.filter(([k]) => k !== 'host'), ['x-forwarded-proto', 'http'], ['x-request-id', 'a1b2c3d4-0000-4000-8000-' + String(rid++).padStart(12, '0')]].map(([k, v]) => (VARY && k === 'cookie') ? [k, v.replace(/=([^;]*)/g, (m, g) => '=' + g + t)] : [k, v])); };
+const reqPairs = () => { const t = VARY ? String(rid) : ''; return pairs([[':authority', 'shop.example.com'], ...(BODY ? [[':path', '/api/v1/orders'], [':method', 'POST'], ['content-type', 'application/json'], ['content-length', String(BODY.length)]] : [[':path', '/search?q=shoes' + t + '&page=2' + t + '&sort=price' + t], [':method', 'GET']]), [':scheme', 'http'], ...hdrs.filter(([k]) => k !== 'host'), ['x-forwarded-proto', 'http'], ['x-request-id', 'a1b2c3d4-0000-4000-8000-' + String(rid++).padStart(12, '0')]].map(([k, v]) => (VARY && k === 'cookie') ? [k, v.replace(/=([^;]*)/g, (m, g) => '=' + g + t)] : [k, v])); };
 const respPairs = pairs([[':status', '200'], ['content-type', 'text/html'], ['content-length', '180'], ['date', 'Wed, 02 Dec 2026 16:00:00 GMT'], ['server', 'envoy'], ['x-envoy-upstream-service-time', '0']]);
 let current = null;
 let counting = false;
 const counts = {};
 const env = new Proxy({}, { get: (_, name) => { const f = envImpl(name); return (...a) => { if (counting) counts[name] = (counts[name] || 0) + 1; return f(...a); }; } });
 function envImpl(name) {
-  if (name === 'proxy_get_buffer_bytes') return (t, s, m, pp, ps) => t === 7 ? give(cfg, pp, ps) : give(new Uint8Array(0), pp, ps);
+  if (name === 'proxy_get_buffer_bytes') return (t, s, m, pp, ps) => t === 7 ? give(cfg, pp, ps) : t === 0 && BODY ? give(BODY.subarray(s, s + m), pp, ps) : give(new Uint8Array(0), pp, ps);
   if (name === 'proxy_get_header_map_pairs') return (t, pp, ps) => give(t === 0 ? current : respPairs, pp, ps);
   if (name === 'proxy_log') return (l, p, n) => { if (l >= 3) console.error('log', l, Buffer.from(mem.buffer, p, n).toString()); return 0; };
   if (name === 'proxy_get_property') return (p, n, pp, ps) => { const path = Buffer.from(mem.buffer, p, n).toString(); if (path.startsWith('source')) return give(Buffer.from('127.0.0.1:40000'), pp, ps); if (path.startsWith('destination')) return give(Buffer.from('127.0.0.1:8080'), pp, ps); if (path.startsWith('request\0protocol')) return give(Buffer.from('HTTP/1.1'), pp, ps); return 1; };
@@ -66,7 +68,8 @@ for (let i = 0; i < N; i++) {
   const ctx = 2 + i;
   current = prebuilt[i % prebuilt.length];
   x.proxy_on_context_create(ctx, 1);
-  const a = x.proxy_on_request_headers(ctx, 14, 1);
+  let a = x.proxy_on_request_headers(ctx, 14, BODY ? 0 : 1);
+  if (BODY) a |= x.proxy_on_request_body(ctx, BODY.length, 1);
   const b = x.proxy_on_response_headers(ctx, 6, 0);
   const c = x.proxy_on_response_body(ctx, 180, 1);
   if (a | b | c) throw new Error(`paused ${a} ${b} ${c} at ${i}`);
