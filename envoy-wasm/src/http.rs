@@ -5,6 +5,8 @@
 //! 1. request headers: pick the rule set by `:authority` (none: the stream passes untouched),
 //!    feed connection, URI and headers, run phase 1. Without a body to inspect (end of stream,
 //!    or body access off) phase 2 runs right away.
+//!    A request the same as the VM's last quiet one but for its `x-request-id` gets no
+//!    transaction; with a body to inspect, that waits for the body's end (see [`crate::quiet`]).
 //! 2. request body: the body callbacks answer `Action::Pause` (Envoy buffers and holds the
 //!    data) and feed only the bytes not fed before; phase 2 runs at end of stream, at the
 //!    trailers, or as soon as the engine says its body limit is reached ([`BodyAppend::Full`]);
@@ -27,6 +29,7 @@
 //! after a response-side one the upstream response stays held.
 
 use std::borrow::Cow;
+use std::ops::Range;
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -34,7 +37,8 @@ use crate::abi::hostcalls;
 use crate::abi::types::{Action, BufferType, LogLevel, MapType};
 use wafer::{BodyAppend, InterruptAction, Interruption, Transaction};
 
-use crate::host;
+use crate::host::{self, HeaderMap};
+use crate::quiet::{Candidate, Deferred, Verdict};
 use crate::Shared;
 
 /// Where a body stands for the engine.
@@ -66,10 +70,12 @@ pub(crate) struct WaferHttp {
     interrupted: Option<Side>,
     /// Protections of this stream; `None` (no cost) when the configuration enables none.
     protect: Option<Box<crate::protect::StreamProtect>>,
-    /// A copy of the request's header block when its transaction, if quiet, becomes the VM's
-    /// quiet request (see `Shared::quiet`); empty otherwise (a host's block never is). The
-    /// buffer is kept from stream to stream.
-    quiet_block: Vec<u8>,
+    /// A copy of the request when its transaction, if quiet, becomes the VM's quiet request
+    /// (see [`crate::quiet`]).
+    quiet: Candidate,
+    /// The request held without a transaction until its body shows whether it is the quiet
+    /// request's.
+    deferred: Option<Deferred>,
 }
 
 impl WaferHttp {
@@ -83,7 +89,8 @@ impl WaferHttp {
             response_body: Body::Idle,
             interrupted: None,
             protect: None,
-            quiet_block: Vec::new(),
+            quiet: Candidate::default(),
+            deferred: None,
         }
     }
 
@@ -97,9 +104,10 @@ impl WaferHttp {
     /// configuration are dropped; what is left is the state of a new stream.
     /// (Every field is named, so a new one cannot be forgotten here.)
     pub(crate) fn release(&mut self) {
-        let WaferHttp { context_id: _, shared, tx, protocol, request_body, response_body, interrupted, protect, quiet_block } = self;
+        let WaferHttp { context_id: _, shared, tx, protocol, request_body, response_body, interrupted, protect, quiet, deferred } = self;
         *tx = None;
-        quiet_block.clear();
+        quiet.disarm();
+        *deferred = None;
         *shared = None;
         *protocol = Cow::Borrowed("");
         *request_body = Body::Idle;
@@ -224,46 +232,57 @@ impl WaferHttp {
         self.after_phase(Side::Response, interruption)
     }
 
+    /// Where the body of `side` stands.
+    fn body(&mut self, side: Side) -> &mut Body {
+        match side {
+            Side::Request => &mut self.request_body,
+            Side::Response => &mut self.response_body,
+        }
+    }
+
     /// Feeds the new part of a held body; `Some(action)` ends the collection.
     fn feed_body(&mut self, side: Side, body_size: usize) -> Option<Action> {
-        let (state, buffer) = match side {
-            Side::Request => (self.request_body, BufferType::HttpRequestBody),
-            Side::Response => (self.response_body, BufferType::HttpResponseBody),
+        let buffer = match side {
+            Side::Request => BufferType::HttpRequestBody,
+            Side::Response => BufferType::HttpResponseBody,
         };
-        let Body::Collecting { fed } = state else {
+        let Body::Collecting { fed } = *self.body(side) else {
             return Some(Action::Continue);
         };
-        let chunk = match host::read_new_body(buffer, fed, body_size) {
-            Ok(Some(chunk)) => chunk,
-            Ok(None) => return None,
+        match host::read_new_body(buffer, fed, body_size) {
+            Ok(Some(chunk)) => self.feed_chunk(side, &chunk),
+            Ok(None) => None,
             Err(status) => {
                 // Inspect what we have rather than hang the stream.
                 self.count_error(&format!("cannot read the {side:?} body: {status:?}"));
-                return Some(self.finish_body(side));
+                Some(self.finish_body(side))
             }
+        }
+    }
+
+    /// Gives the engine the next `chunk` of a held body; `Some(action)` ends the collection.
+    fn feed_chunk(&mut self, side: Side, chunk: &[u8]) -> Option<Action> {
+        let Body::Collecting { fed } = *self.body(side) else {
+            return Some(Action::Continue);
         };
-        let next = Body::Collecting {
-            fed: fed.saturating_add(chunk.len()),
-        };
+        *self.body(side) = Body::Collecting { fed: fed.saturating_add(chunk.len()) };
         let tx = self.tx.as_mut()?;
         let appended = match side {
             Side::Request => {
-                self.request_body = next;
-                tx.append_request_body(&chunk)
+                self.quiet.keep_body(chunk);
+                tx.append_request_body(chunk)
             }
-            Side::Response => {
-                self.response_body = next;
-                tx.append_response_body(&chunk)
-            }
+            Side::Response => tx.append_response_body(chunk),
         };
         match appended {
             BodyAppend::Continue => None,
-            BodyAppend::Full => Some(self.finish_body(side)),
+            BodyAppend::Full => {
+                // The engine saw part of the body: no record of it.
+                self.quiet.disarm();
+                Some(self.finish_body(side))
+            }
             BodyAppend::Interrupt(interruption) => {
-                match side {
-                    Side::Request => self.request_body = Body::Done,
-                    Side::Response => self.response_body = Body::Done,
-                }
+                *self.body(side) = Body::Done;
                 self.flush_logs();
                 Some(self.interrupt(side, &interruption))
             }
@@ -355,8 +374,57 @@ fn stream_id(tx: &Option<Transaction>) -> &str {
     tx.as_ref().map_or("", Transaction::unique_id)
 }
 
-/// The largest header block buffer a stream keeps for the next (see `WaferHttp::quiet_block`).
-const QUIET_KEEP: usize = 16 * 1024;
+/// Where a request's header block has what the filter reads itself.
+#[derive(Default)]
+struct RequestScan {
+    authority: Option<Range<usize>>,
+    path: Option<Range<usize>>,
+    method: Option<Range<usize>>,
+    request_id: Option<Range<usize>>,
+    has_host: bool,
+    has_length: bool,
+    has_te: bool,
+}
+
+impl RequestScan {
+    fn of(block: &[u8]) -> RequestScan {
+        let mut scan = RequestScan::default();
+        for (name, value) in wafer::body::pairs::block_spans(block) {
+            match block.get(name).unwrap_or_default() {
+                b":authority" => scan.authority = Some(value),
+                b":path" => scan.path = Some(value),
+                b":method" => scan.method = Some(value),
+                b"x-request-id" => scan.request_id = Some(value),
+                b"host" => scan.has_host = true,
+                b"content-length" => scan.has_length = true,
+                b"transfer-encoding" => scan.has_te = true,
+                _ => {}
+            }
+        }
+        scan
+    }
+
+    fn authority<'a>(&self, h: &'a HeaderMap) -> Option<&'a [u8]> {
+        h.bytes().get(self.authority.clone()?)
+    }
+
+    fn path<'a>(&self, h: &'a HeaderMap) -> Option<&'a [u8]> {
+        h.bytes().get(self.path.clone()?)
+    }
+
+    fn method<'a>(&self, h: &'a HeaderMap) -> &'a [u8] {
+        self.method.clone().and_then(|r| h.bytes().get(r)).unwrap_or_default()
+    }
+
+    fn request_id<'a>(&self, h: &'a HeaderMap) -> &'a [u8] {
+        self.request_id.clone().and_then(|r| h.bytes().get(r)).unwrap_or_default()
+    }
+
+    /// A body follows whose length no header gives: Envoy de-chunked it.
+    fn chunked_guess(&self, end_of_stream: bool) -> bool {
+        !end_of_stream && !self.has_length && !self.has_te
+    }
+}
 
 /// The stream callbacks (see [`crate::abi`]).
 impl WaferHttp {
@@ -368,25 +436,7 @@ impl WaferHttp {
             self.count_error("cannot read the request headers");
             return Action::Continue;
         };
-        let mut authority: Option<&[u8]> = None;
-        let mut path: Option<&[u8]> = None;
-        let mut method: &[u8] = b"";
-        let mut request_id: &[u8] = b"";
-        let mut has_host = false;
-        let mut has_length = false;
-        let mut has_te = false;
-        for (name, value) in headers.pairs() {
-            match name {
-                b":authority" => authority = Some(value),
-                b":path" => path = Some(value),
-                b":method" => method = value,
-                b"x-request-id" => request_id = value,
-                b"host" => has_host = true,
-                b"content-length" => has_length = true,
-                b"transfer-encoding" => has_te = true,
-                _ => {}
-            }
-        }
+        let scan = RequestScan::of(headers.bytes());
         // Test-only switch (`test_trap_header`, unset in any real configuration): abort the
         // VM, so the e2e tests can watch Envoy's failure_policy at work.
         if let Some(trap) = shared.waf.test_trap_header() {
@@ -394,14 +444,8 @@ impl WaferHttp {
                 std::process::abort();
             }
         }
-        // CONNECT has no `:path`: its target is the authority (`CONNECT host:port HTTP/1.1`).
-        let path = match path {
-            Some(p) => p,
-            None if method == b"CONNECT" => authority.unwrap_or_default(),
-            None => b"",
-        };
         if let (Some(p), Some(ps)) = (shared.waf.protect(), shared.protect.as_ref()) {
-            let id = host::text(request_id);
+            let id = host::text(scan.request_id(&headers));
             let (state, reply) = crate::protect::request_headers(ps, p, &headers.to_owned_pairs(), &id);
             let state = self.protect.insert(Box::new(state));
             if let Some(reply) = reply {
@@ -415,24 +459,32 @@ impl WaferHttp {
                 return Action::Continue;
             }
         }
-        let Some(ruleset) = shared.waf.ruleset_for(&host::text(authority.unwrap_or_default())) else {
+        let Some(ruleset) = shared.waf.ruleset_for(&host::text(scan.authority(&headers).unwrap_or_default())) else {
             return Action::Continue;
         };
         shared.metrics.transaction();
-        // The same request as the last quiet one but for its id: no transaction (what the
-        // engine would do with it, see `Ruleset::quiet_again`).
-        let quiet_ok = end_of_stream && ruleset.quiet_again && self.protect.is_none();
-        if quiet_ok {
-            let same = shared.quiet.borrow().as_ref().is_some_and(|(rs, block)| Arc::ptr_eq(rs, &ruleset) && wafer::body::pairs::same_but(block, headers.bytes(), b"x-request-id"));
-            if same {
-                return Action::Continue;
+        // The same request as the last quiet one but for its id: no transaction (see
+        // `crate::quiet`). Not with a body of unknown length (the engine would be given a
+        // Transfer-Encoding header the block does not have).
+        if ruleset.quiet_again && self.protect.is_none() && !scan.chunked_guess(end_of_stream) {
+            let reads_body = !end_of_stream && ruleset.reads_request_body();
+            match crate::quiet::verdict(&shared.quiet.borrow(), &ruleset, headers.bytes(), reads_body) {
+                Verdict::Pass => return Action::Continue,
+                Verdict::Defer(record) => {
+                    self.deferred = Some(Deferred { record, headers, size: 0 });
+                    self.request_body = Body::Collecting { fed: 0 };
+                    return Action::Continue;
+                }
+                Verdict::Run => self.quiet.arm(headers.bytes(), reads_body),
             }
-            if self.quiet_block.capacity() > QUIET_KEEP {
-                self.quiet_block = Vec::new();
-            }
-            self.quiet_block.clear();
-            self.quiet_block.extend_from_slice(headers.bytes());
         }
+        self.begin(&shared, ruleset, headers, &scan, end_of_stream)
+    }
+
+    /// The request's transaction: connection, URI and headers, phase 1, and phase 2 when no
+    /// body is to be inspected.
+    fn begin(&mut self, shared: &Shared, ruleset: Arc<wafer::Ruleset>, headers: HeaderMap, scan: &RequestScan, end_of_stream: bool) -> Action {
+        let request_id = scan.request_id(&headers);
         let unique_id = if request_id.is_empty() { Cow::Owned(self.fallback_id()) } else { host::text(request_id) };
         let persistent = ruleset.uses_persistent_collections();
         let (connection, server) = (ruleset.mentions.connection, ruleset.mentions.server);
@@ -459,21 +511,25 @@ impl WaferHttp {
 
         // One host call saved per request when neither a rule nor the chunked-body guess
         // below reads the protocol (the default is then never observed).
-        let chunked_guess = !end_of_stream && !has_length && !has_te;
+        let chunked_guess = scan.chunked_guess(end_of_stream);
         self.protocol = (wants_protocol || chunked_guess)
             .then(|| host::property(host::REQUEST_PROTOCOL))
             .flatten()
             .filter(|p| !p.is_empty())
             .map(|p| Cow::Owned(String::from_utf8(p).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())))
             .unwrap_or(Cow::Borrowed("HTTP/1.1"));
-        tx.process_uri(
-            &host::text(path),
-            &host::text(method),
-            &self.protocol,
-        );
+        // CONNECT has no `:path`: its target is the authority (`CONNECT host:port HTTP/1.1`).
+        let authority = scan.authority(&headers);
+        let method = scan.method(&headers);
+        let path = match scan.path(&headers) {
+            Some(p) => p,
+            None if method == b"CONNECT" => authority.unwrap_or_default(),
+            None => b"",
+        };
+        tx.process_uri(&host::text(path), &host::text(method), &self.protocol);
         // Envoy turns HTTP/1.1 `Host` into `:authority` (an empty Host stays an empty
         // authority); rules expect the Host header the client sent.
-        if let (false, Some(a)) = (has_host, authority) {
+        if let (false, Some(a)) = (scan.has_host, authority) {
             tx.add_request_header(b"Host", a);
         }
         // The host's serialized headers become the transaction's (not copied one by one).
@@ -497,7 +553,63 @@ impl WaferHttp {
         Action::Continue
     }
 
+    /// A body callback of a deferred request (see [`crate::quiet`]): held until its end; the
+    /// record's body passes without a transaction, anything else gets one.
+    fn on_deferred_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
+        let Some(deferred) = self.deferred.as_mut() else {
+            return Action::Continue;
+        };
+        deferred.size = body_size;
+        let want = deferred.record.body();
+        let mut read = None;
+        if body_size <= want.len() {
+            if !end_of_stream {
+                return Action::Pause;
+            }
+            if body_size == want.len() {
+                match host::read_new_body(BufferType::HttpRequestBody, 0, body_size) {
+                    Ok(body) if body.as_deref().unwrap_or_default() == want => {
+                        self.deferred = None;
+                        self.request_body = Body::Done;
+                        return Action::Continue;
+                    }
+                    Ok(body) => read = body,
+                    Err(_) => {}
+                }
+            }
+        }
+        if let Some(action) = self.undefer(read) {
+            return action;
+        }
+        if end_of_stream {
+            self.finish_request_body()
+        } else {
+            Action::Pause
+        }
+    }
+
+    /// Ends a deferral: the request's transaction, phase 1, and the body held so far (`read`,
+    /// or read now) given to it. `Some(action)` when the stream's answer is decided.
+    fn undefer(&mut self, read: Option<Vec<u8>>) -> Option<Action> {
+        let deferred = self.deferred.take()?;
+        let shared = self.shared.clone()?;
+        let ruleset = deferred.record.ruleset.clone();
+        self.quiet.arm(deferred.headers.bytes(), true);
+        let scan = RequestScan::of(deferred.headers.bytes());
+        let action = self.begin(&shared, ruleset, deferred.headers, &scan, false);
+        if self.interrupted.is_some() || !matches!(self.request_body, Body::Collecting { .. }) {
+            return Some(action);
+        }
+        match read {
+            Some(chunk) => self.feed_chunk(Side::Request, &chunk),
+            None => self.feed_body(Side::Request, deferred.size),
+        }
+    }
+
     pub(crate) fn on_http_request_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
+        if self.deferred.is_some() {
+            return self.on_deferred_body(body_size, end_of_stream);
+        }
         if self.protect.is_some() && self.interrupted.is_none() {
             if let Some(action) = self.protect_request_body(body_size) {
                 return action;
@@ -507,6 +619,9 @@ impl WaferHttp {
     }
 
     pub(crate) fn on_http_request_trailers(&mut self) -> Action {
+        if let Some(action) = self.undefer(None) {
+            return action;
+        }
         self.on_trailers(Side::Request)
     }
 
@@ -516,6 +631,10 @@ impl WaferHttp {
         }
         if self.interrupted.is_some() {
             return self.after_interruption(Side::Response);
+        }
+        // A response before a deferred request's body ended: it gets its transaction now.
+        if let Some(action) = self.undefer(None) {
+            return action;
         }
         if self.tx.is_none() {
             return Action::Continue;
@@ -568,13 +687,10 @@ impl WaferHttp {
     pub(crate) fn on_end(&mut self) {
         if let Some(tx) = self.tx.as_mut() {
             tx.process_logging();
-            // Swapped with the last quiet request's block, whose buffer serves the next stream.
-            if let Some(shared) = self.shared.as_ref().filter(|_| !self.quiet_block.is_empty() && tx.quiet()) {
-                let block = std::mem::take(&mut self.quiet_block);
-                let old = shared.quiet.borrow_mut().replace((tx.ruleset().clone(), block));
-                self.quiet_block = old.map(|(_, b)| b).unwrap_or_default();
+            match self.shared.as_ref().filter(|_| tx.quiet()) {
+                Some(shared) => self.quiet.become_record(&mut shared.quiet.borrow_mut(), tx.ruleset()),
+                None => self.quiet.disarm(),
             }
-            self.quiet_block.clear();
         }
         self.flush_logs();
         if let (Some(state), Some(shared)) = (self.protect.as_mut(), self.shared.as_ref()) {

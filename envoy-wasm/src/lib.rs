@@ -48,6 +48,7 @@ mod http;
 mod mem;
 mod metrics;
 mod protect;
+mod quiet;
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -68,10 +69,9 @@ pub(crate) struct Shared {
     /// The store of persistent collections (`initcol`), handed to each transaction that
     /// uses one (one `Arc` for all, not one per request).
     pub(crate) collections: Arc<dyn wafer::tx::persist::CollectionStore>,
-    /// The last request without a body that passed quietly (`Transaction::quiet`) under a
-    /// rule set allowing it (`Ruleset::quiet_again`): the rule set and the request's header
-    /// block. A request whose block is the same but for its `x-request-id` gets no transaction.
-    pub(crate) quiet: std::cell::RefCell<Option<(Arc<wafer::Ruleset>, Vec<u8>)>>,
+    /// The last request that passed quietly under a rule set allowing it (see [`quiet`]): a
+    /// request the same but for its `x-request-id` gets no transaction.
+    pub(crate) quiet: std::cell::RefCell<Option<Rc<quiet::Record>>>,
 }
 
 /// The root (plugin) context: compiles the configuration once and hands it to each stream.

@@ -294,6 +294,12 @@ impl Ruleset {
         self.persistent
     }
 
+    /// Whether a new transaction is to be given the request body
+    /// ([`crate::Transaction::request_body_access`] before any rule ran).
+    pub fn reads_request_body(&self) -> bool {
+        self.settings.request_body_access && self.settings.engine != EngineMode::Off
+    }
+
     /// Number of rules (chain heads) in all phases.
     pub fn rule_count(&self) -> usize {
         self.quick.rules
@@ -1071,6 +1077,21 @@ mod tests {
         assert_eq!(rs.settings.engine, EngineMode::On);
         assert!(rs.settings.request_body_access);
         assert_eq!(rs.settings.request_body_limit_action, LimitAction::ProcessPartial);
+    }
+
+    #[test]
+    fn reads_request_body_is_a_new_transactions_body_access() {
+        for (text, want) in [
+            ("Include @targeted", true),
+            ("Include @headers-only", false),
+            ("SecRuleEngine DetectionOnly\nSecRequestBodyAccess On", true),
+            ("SecRuleEngine Off\nSecRequestBodyAccess On", false),
+            ("SecRequestBodyAccess On", false),
+        ] {
+            let rs = Arc::new(Ruleset::compile("t", text).unwrap());
+            assert_eq!(rs.reads_request_body(), want, "{text}");
+            assert_eq!(crate::Transaction::new(rs.clone(), "id".into()).request_body_access(), want, "{text}");
+        }
     }
 
     #[test]

@@ -194,3 +194,52 @@ fn repeated_quiet_requests_pass_and_changed_ones_are_inspected() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// The same with bodies: a request whose headers are the last quiet one's (but for its
+/// `x-request-id`) is held without a transaction until its body ends; the same body passes
+/// whole, another one of the same length (the headers say the same length) gets its
+/// transaction then and is inspected, whether the body comes in one read or in several.
+#[test]
+fn repeated_quiet_bodies_pass_and_changed_ones_are_inspected() {
+    let rules = [
+        "SecRuleEngine On",
+        "SecRequestBodyAccess On",
+        r#"SecRule REQUEST_HEADERS:User-Agent "@contains evil" "id:9111,phase:1,t:none,log,deny,status:403""#,
+        r#"SecRule ARGS "@contains attack" "id:9112,phase:2,t:none,log,deny,status:403""#,
+    ];
+    let list: Vec<String> = rules.iter().map(|r| json_string(r)).collect();
+    let config = format!(r#"{{"directives_map":{{"default":[{}]}},"default_directives":"default"}}"#, list.join(","));
+    let fx = Fixture::start("quiet-bodies", &config);
+    let post = |body: &str| Request::post("/api", "application/json", body.as_bytes().to_vec());
+    let (one, two, bad) = (r#"{"a":"hello world"}"#, r#"{"a":"goodbye wor"}"#, r#"{"a":"attack!!!!!"}"#);
+    let parts = |r: Request| r.paced(4, std::time::Duration::from_millis(15));
+    let steps: Vec<(&str, Request, u16)> = vec![
+        ("first", post(one), 200),
+        ("repeated", post(one), 200),
+        ("another body, the same length", post(bad), 403),
+        ("repeated after a block", post(one), 200),
+        ("repeated, in parts", parts(post(one)), 200),
+        ("another body in parts", parts(post(bad)), 403),
+        ("a benign other body", post(two), 200),
+        ("the first body again", post(one), 200),
+        ("and again", post(one), 200),
+        ("another user agent", post(one).header("user-agent", "evil bot"), 403),
+        ("a shorter body", post(r#"{"a":"attack"}"#), 403),
+        ("another key, the same length", post(r#"{"b":"attack!!!!!"}"#), 403),
+        ("repeated at the end", post(one), 200),
+    ];
+    let mut failures = Vec::new();
+    for (name, req, want) in &steps {
+        match fx.send(req) {
+            Ok(resp) if *want == 200 => {
+                if let Err(why) = passed_whole(req, &resp) {
+                    failures.push(format!("{name}: {why}"));
+                }
+            }
+            Ok(resp) if resp.status == *want => {}
+            Ok(resp) => failures.push(format!("{name}: status {} (want {want})", resp.status)),
+            Err(err) => failures.push(format!("{name}: {err}")),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -13,6 +13,9 @@ pub enum Framing {
     /// `Transfer-Encoding: chunked`, the body cut into chunks of this size; with `pause` the
     /// client waits between chunks so the proxy sees several body callbacks.
     Chunked { chunk: usize, pause: Duration },
+    /// `Content-Length`, the body sent in parts of this size with a pause after each, so the
+    /// proxy sees several body callbacks.
+    Paced { chunk: usize, pause: Duration },
 }
 
 #[derive(Clone, Debug)]
@@ -59,6 +62,14 @@ impl Request {
         self
     }
 
+    pub fn paced(mut self, chunk: usize, pause: Duration) -> Request {
+        self.framing = Framing::Paced {
+            chunk: chunk.max(1),
+            pause,
+        };
+        self
+    }
+
     /// The request head (request line and headers).
     fn head(&self) -> Vec<u8> {
         let mut out = format!("{} {} HTTP/1.1\r\n", self.method, self.target);
@@ -80,7 +91,7 @@ impl Request {
             out.push_str(&format!("{name}: {value}\r\n"));
         }
         match self.framing {
-            Framing::Length => {
+            Framing::Length | Framing::Paced { .. } => {
                 if !self.body.is_empty() || !matches!(self.method.as_str(), "GET" | "HEAD") {
                     out.push_str(&format!("Content-Length: {}\r\n", self.body.len()));
                 }
@@ -151,6 +162,17 @@ impl Conn {
                     }
                 }
                 let _ = stream.write_all(b"0\r\n\r\n");
+            }
+            Framing::Paced { chunk, pause } => {
+                stream.write_all(&req.head())?;
+                for part in req.body.chunks(*chunk) {
+                    // The proxy may answer (block) before the body is complete and close.
+                    if stream.write_all(part).is_err() {
+                        break;
+                    }
+                    stream.flush()?;
+                    std::thread::sleep(*pause);
+                }
             }
         }
         stream.flush()?;

@@ -1,0 +1,197 @@
+//! Requests that need no transaction: the same as the VM's last quiet one but for their
+//! `x-request-id`.
+//!
+//! Under a rule set allowing it (`Ruleset::quiet_again`: no response phases, no rule whose
+//! first link reads what a new request id changes, ...), a transaction that ran every phase
+//! with no rule matching (`Transaction::quiet`) would run the same way for a request whose
+//! engine input is the same but for the id. The filter keeps the last such request of the VM
+//! (a [`Record`]: its header block and the body bytes the engine was given) and lets a request
+//! that matches it through without a transaction. Without a body to inspect the header block
+//! decides at once; with one the decision waits for the body's end ([`Deferred`]): the same
+//! bytes pass, anything else gets its transaction then, phase 1 included (which these headers
+//! cannot fail: they are the quiet request's).
+
+use std::rc::Rc;
+use std::sync::Arc;
+
+use wafer::body::pairs::same_but;
+use wafer::Ruleset;
+
+use crate::host::HeaderMap;
+
+/// The largest header block or body a stream copies to become the record (and the largest
+/// buffers it keeps for the next stream).
+const KEEP: usize = 16 * 1024;
+
+/// A quiet request: what the engine was given of it.
+pub(crate) struct Record {
+    pub(crate) ruleset: Arc<Ruleset>,
+    /// Its header block as the host serialized it.
+    block: Vec<u8>,
+    /// The body bytes the engine was given; `None` when it was given no body (there was
+    /// none, or the rule set reads none).
+    body: Option<Vec<u8>>,
+}
+
+impl Record {
+    /// The body a request must have to pass as this one (when it has one).
+    pub(crate) fn body(&self) -> &[u8] {
+        self.body.as_deref().unwrap_or_default()
+    }
+}
+
+/// What the record says of a request, given its header block.
+pub(crate) enum Verdict {
+    /// The record's, with no body to read: no transaction.
+    Pass,
+    /// The record's headers; the body decides (`Deferred`).
+    Defer(Rc<Record>),
+    /// A transaction, as usual.
+    Run,
+}
+
+/// The record as a request's header block finds it: `reads_body` when the engine would be
+/// given this request's body.
+pub(crate) fn verdict(last: &Option<Rc<Record>>, ruleset: &Arc<Ruleset>, block: &[u8], reads_body: bool) -> Verdict {
+    let Some(record) = last.as_ref().filter(|r| Arc::ptr_eq(&r.ruleset, ruleset) && same_but(&r.block, block, b"x-request-id")) else {
+        return Verdict::Run;
+    };
+    match (reads_body, record.body.is_some()) {
+        (false, false) => Verdict::Pass,
+        (true, true) => Verdict::Defer(record.clone()),
+        _ => Verdict::Run,
+    }
+}
+
+/// A request whose headers are the record's, held (no transaction yet) until its body ends.
+pub(crate) struct Deferred {
+    pub(crate) record: Rc<Record>,
+    pub(crate) headers: HeaderMap,
+    /// The body size the host reported last (all of it is held).
+    pub(crate) size: usize,
+}
+
+/// A stream's copy of its request while its transaction may become the record. The buffers
+/// are kept from stream to stream (up to [`KEEP`]).
+#[derive(Default)]
+pub(crate) struct Candidate {
+    /// The header block; empty when the stream is not a candidate (a host's block never is).
+    block: Vec<u8>,
+    body: Vec<u8>,
+    /// Whether the engine is given the body (else `body` stays empty and unused).
+    with_body: bool,
+}
+
+impl Candidate {
+    /// Makes the stream a candidate with its header block.
+    pub(crate) fn arm(&mut self, block: &[u8], with_body: bool) {
+        if self.block.capacity() > KEEP {
+            self.block = Vec::new();
+        }
+        self.block.clear();
+        self.body.clear();
+        if block.len() <= KEEP {
+            self.block.extend_from_slice(block);
+        }
+        self.with_body = with_body;
+    }
+
+    /// Not a candidate any more.
+    pub(crate) fn disarm(&mut self) {
+        self.block.clear();
+        self.body.clear();
+        if self.body.capacity() > KEEP {
+            self.body = Vec::new();
+        }
+    }
+
+    /// Copies a chunk given to the engine; a body larger than [`KEEP`] ends the candidacy.
+    pub(crate) fn keep_body(&mut self, chunk: &[u8]) {
+        if self.block.is_empty() {
+            return;
+        }
+        if self.body.len().saturating_add(chunk.len()) > KEEP {
+            self.disarm();
+        } else {
+            self.body.extend_from_slice(chunk);
+        }
+    }
+
+    /// At the stream's end, with its transaction quiet: the candidate becomes `last`; the old
+    /// record's buffers serve the next stream when no deferred stream still holds it.
+    pub(crate) fn become_record(&mut self, last: &mut Option<Rc<Record>>, ruleset: &Arc<Ruleset>) {
+        if self.block.is_empty() {
+            return;
+        }
+        let body = self.with_body.then(|| std::mem::take(&mut self.body));
+        let record = Rc::new(Record { ruleset: ruleset.clone(), block: std::mem::take(&mut self.block), body });
+        if let Some(old) = last.replace(record).and_then(|old| Rc::try_unwrap(old).ok()) {
+            self.block = old.block;
+            self.body = old.body.unwrap_or_default();
+        }
+        self.disarm();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wafer::body::pairs::block_of;
+
+    fn block(id: &[u8], extra: &[u8]) -> Vec<u8> {
+        block_of(&[(b":method", b"POST"), (b":path", b"/api"), (b"x-request-id", id), (b"x-extra", extra)])
+    }
+
+    #[test]
+    fn the_record_decides_by_block_and_body() {
+        let rs = Arc::new(Ruleset::compile("t", "Include @targeted").unwrap());
+        let other = Arc::new(Ruleset::compile("t", "Include @targeted").unwrap());
+        let mut last = None;
+        assert!(matches!(verdict(&last, &rs, &block(b"1", b"a"), false), Verdict::Run));
+        // A bodiless quiet request.
+        let mut c = Candidate::default();
+        c.arm(&block(b"1", b"a"), false);
+        c.become_record(&mut last, &rs);
+        assert!(matches!(verdict(&last, &rs, &block(b"2", b"a"), false), Verdict::Pass));
+        assert!(matches!(verdict(&last, &rs, &block(b"2", b"a"), true), Verdict::Run), "a body the record had not");
+        assert!(matches!(verdict(&last, &rs, &block(b"2", b"b"), false), Verdict::Run));
+        assert!(matches!(verdict(&last, &other, &block(b"2", b"a"), false), Verdict::Run), "another rule set");
+        // One with a body.
+        c.arm(&block(b"3", b"a"), true);
+        c.keep_body(b"{\"a\":");
+        c.keep_body(b"1}");
+        c.become_record(&mut last, &rs);
+        match verdict(&last, &rs, &block(b"4", b"a"), true) {
+            Verdict::Defer(r) => assert_eq!(r.body(), b"{\"a\":1}"),
+            _ => panic!("not deferred"),
+        }
+        assert!(matches!(verdict(&last, &rs, &block(b"4", b"a"), false), Verdict::Run), "no body where the record had one");
+        // A body over KEEP, or a block: no record; the last one stays.
+        c.arm(&block(b"5", b"c"), true);
+        c.keep_body(&vec![b'x'; KEEP]);
+        c.keep_body(b"y");
+        c.become_record(&mut last, &rs);
+        assert!(matches!(verdict(&last, &rs, &block(b"6", b"c"), true), Verdict::Run));
+        assert!(matches!(verdict(&last, &rs, &block(b"6", b"a"), true), Verdict::Defer(_)));
+        c.arm(&block(b"5", &vec![b'z'; KEEP]), false);
+        c.become_record(&mut last, &rs);
+        assert!(matches!(verdict(&last, &rs, &block(b"6", b"a"), true), Verdict::Defer(_)));
+    }
+
+    #[test]
+    fn a_held_record_is_not_reused() {
+        let rs = Arc::new(Ruleset::compile("t", "Include @targeted").unwrap());
+        let mut last = None;
+        let mut c = Candidate::default();
+        c.arm(&block(b"1", b"a"), true);
+        c.keep_body(b"body one");
+        c.become_record(&mut last, &rs);
+        let Verdict::Defer(held) = verdict(&last, &rs, &block(b"2", b"a"), true) else { panic!("not deferred") };
+        c.arm(&block(b"3", b"b"), true);
+        c.keep_body(b"body two");
+        c.become_record(&mut last, &rs);
+        // The deferred stream still compares with the record it was given.
+        assert_eq!(held.body(), b"body one");
+        assert!(matches!(verdict(&last, &rs, &block(b"4", b"b"), true), Verdict::Defer(r) if r.body() == b"body two"));
+    }
+}
