@@ -243,3 +243,47 @@ fn repeated_quiet_bodies_pass_and_changed_ones_are_inspected() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// Many streams at once on Envoy's one worker, so held requests (headers the quiet record's,
+/// body not yet ended) interleave with others that replace the record: every benign request
+/// passes whole, every same-length attack is blocked.
+#[test]
+fn quiet_bodies_interleaved_keep_their_verdicts() {
+    let rules = [
+        "SecRuleEngine On",
+        "SecRequestBodyAccess On",
+        r#"SecRule ARGS "@contains attack" "id:9121,phase:2,t:none,log,deny,status:403""#,
+    ];
+    let list: Vec<String> = rules.iter().map(|r| json_string(r)).collect();
+    let config = format!(r#"{{"directives_map":{{"default":[{}]}},"default_directives":"default"}}"#, list.join(","));
+    let fx = Fixture::start("quiet-interleaved", &config);
+    let post = |body: &str| Request::post("/api", "application/json", body.as_bytes().to_vec());
+    let (one, two, bad) = (r#"{"a":"hello world"}"#, r#"{"a":"goodbye wor"}"#, r#"{"a":"attack!!!!!"}"#);
+    let failures = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for t in 0..8usize {
+            let (fx, failures) = (&fx, &failures);
+            s.spawn(move || {
+                for i in 0..40usize {
+                    let (req, want) = match (t * 7 + i) % 5 {
+                        0 | 1 => (post(one), 200),
+                        2 => (post(two), 200),
+                        3 => (post(bad), 403),
+                        _ => (post(if i % 2 == 0 { one } else { bad }).paced(6, std::time::Duration::from_millis(3)), if i % 2 == 0 { 200 } else { 403 }),
+                    };
+                    let verdict = match fx.send(&req) {
+                        Ok(resp) if want == 200 => passed_whole(&req, &resp).err(),
+                        Ok(resp) if resp.status == want => None,
+                        Ok(resp) => Some(format!("status {} (want {want})", resp.status)),
+                        Err(err) => Some(err.to_string()),
+                    };
+                    if let Some(why) = verdict {
+                        failures.lock().unwrap().push(format!("thread {t}, request {i}: {why}"));
+                    }
+                }
+            });
+        }
+    });
+    let failures = failures.into_inner().unwrap();
+    assert!(failures.is_empty(), "{} failed:\n{}", failures.len(), failures.join("\n"));
+}
