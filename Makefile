@@ -16,6 +16,9 @@
 #   make bench   wafer (4 rule tiers) vs vanilla Envoy vs nginx + ModSecurity v3 with the same CRS,
 #                pinned to CPU 0 / 1 (~15 min): bench/results/<date>.{md,json,png} (see bench/README.md)
 #   make bench-quick  a few of those cells, ~5 s each (~2 min): bench/results/<date>-quick.*
+#   make bench-instructions  the tiers' GET, new-values GET and 1 KB POST counted in instructions
+#                per request under callgrind, against vanilla Envoy's (~15 min; the host's noise
+#                does not move them): bench/results/<date>-instructions.{md,json}
 #   make bench-engine  criterion micro-benchmarks of the native engine (bench/benches/engine.rs)
 #   make bench-tools  what bench needs: nginx + ModSecurity, wrk, oha, a venv with matplotlib
 #   make oci     OCI images of target/wafer.wasm without a container engine: target/oci/ (image
@@ -55,7 +58,7 @@ WASM_OPT_FLAGS := -O3 --one-caller-inline-max-function-size 20
 APT_INSTALL = DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends
 apt = $(APT_INSTALL) $(1) || { apt-get update && $(APT_INSTALL) $(1); }
 
-.PHONY: tools tools-rust tools-wasm-opt tools-envoy tools-oci wasm wasm-precompiled cold-functions test crs-test run clean-tools bench bench-quick bench-tools
+.PHONY: tools tools-rust tools-wasm-opt tools-envoy tools-oci wasm wasm-precompiled cold-functions test crs-test run clean-tools bench bench-quick bench-instructions bench-tools
 
 tools: tools-rust tools-wasm-opt tools-envoy tools-oci
 
@@ -177,6 +180,12 @@ bench: tools wasm bench-tools
 
 bench-quick: tools wasm bench-tools
 	$(BENCH_RUN) --mode quick
+
+# make bench's tiers and shapes (GET, GET with new values, 1 KB POST) counted in instructions per
+# request under callgrind, against vanilla Envoy's (~15 min): ratios the host's noise cannot move.
+# Writes bench/results/<date>-instructions.md / .json.
+bench-instructions: tools wasm bench-tools
+	python3 bench/instruction_table.py
 
 # Criterion micro-benchmarks of the native engine (bench/benches/engine.rs): CRS PL1 compile,
 # GET, 1/10/50 KB JSON POST, attack GET, each checking its verdict.
