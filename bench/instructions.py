@@ -10,7 +10,8 @@ tenths of a percent), so small changes can be judged in the real proxy. Envoy st
 callgrind with instrumentation off (V8 compiling the module is not counted), serves 50
 requests, then counts N requests of one shape (the browser-like GET of PEERS_DIR, with a new
 `x-request-id` each as Envoy adds; the same GET with new query and cookie values in each request,
-as `make bench`'s "GET, new values"; or its 1 KB JSON POST), sent by oha (the new-values GET: by
+as `make bench`'s "GET, new values"; `get-mixed`: that GET in turn with three other GETs that
+repeat, as probes and polls do; or its 1 KB JSON POST), sent by oha (the new-values and mixed GETs: by
 this script) one at a time on one keep-alive connection, or with `-c N` on N connections at once (`make bench` uses 64: the
 transactions in flight then overlap, as in a busy proxy). Every response must be the upstream's 200. The upstream is a
 second Envoy (not counted) answering a 180-byte `text/html` page, like `make bench`'s origin.
@@ -106,12 +107,24 @@ def varied(path, headers, n):
     return p, hs
 
 
+# The mixed shape's other paths: the benchmark's GET in turn with requests a proxied service
+# also gets again and again (probes, a status poll), each the same every time.
+MIXED = ["/healthz", "/readyz", "/api/v1/status"]
+
+
+def mixed(path, headers, n):
+    """Request `n` of the mixed shape: the benchmark's GET and MIXED's paths in turn."""
+    paths = [path] + MIXED
+    return paths[n % len(paths)], [(k.strip(), v.strip()) for k, _, v in (h.partition(":") for h in headers)]
+
+
 NUMBERS = itertools.count(1)
 
 
-def load_varied(port, path, n, headers, connections=1):
-    """`n` GETs with new values (see `varied`, numbered on from the last call) on
-    `connections` keep-alive connections at once; every answer must be the upstream's 200."""
+def load_varied(port, path, n, headers, connections=1, make=varied):
+    """`n` GETs with new values (see `varied`, numbered on from the last call; or another
+    `make`) on `connections` keep-alive connections at once; every answer must be the
+    upstream's 200."""
     lock = threading.Lock()
     bad = []
 
@@ -121,7 +134,7 @@ def load_varied(port, path, n, headers, connections=1):
             for _ in range(count):
                 with lock:
                     k = next(NUMBERS)
-                p, hs = varied(path, headers, k)
+                p, hs = make(path, headers, k)
                 c.putrequest("GET", p, skip_host=True, skip_accept_encoding=True)
                 for name, v in hs:
                     c.putheader(name, v)
@@ -175,7 +188,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--wasm", required=True, help="wafer.wasm, or none for vanilla Envoy")
     ap.add_argument("--config", help="the plugin configuration (JSON file)")
-    ap.add_argument("--shape", choices=["get", "get-varied", "post1k"], default="get")
+    ap.add_argument("--shape", choices=["get", "get-varied", "get-mixed", "post1k"], default="get")
     ap.add_argument("-n", type=int, default=1000, help="requests counted")
     ap.add_argument("-c", type=int, default=1, help="connections (requests in flight at once)")
     ap.add_argument("--out", help="keep callgrind's output file here (for callgrind_annotate)")
@@ -212,6 +225,8 @@ def main():
             url = f"http://127.0.0.1:{port}{path}"
             if a.shape == "get-varied":
                 send = lambda n, c=1: load_varied(port, path, n, headers, c)  # noqa: E731
+            elif a.shape == "get-mixed":
+                send = lambda n, c=1: load_varied(port, path, n, headers, c, mixed)  # noqa: E731
             else:
                 send = lambda n, c=1: load(url, n, headers, body, c)  # noqa: E731
             send(50)

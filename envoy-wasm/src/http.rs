@@ -5,7 +5,7 @@
 //! 1. request headers: pick the rule set by `:authority` (none: the stream passes untouched),
 //!    feed connection, URI and headers, run phase 1. Without a body to inspect (end of stream,
 //!    or body access off) phase 2 runs right away.
-//!    A request the same as the VM's last quiet one but for its `x-request-id` gets no
+//!    A request the same as one of the VM's last quiet ones but for its `x-request-id` gets no
 //!    transaction; with a body to inspect, that waits for the body's end (see [`crate::quiet`]).
 //! 2. request body: the body callbacks answer `Action::Pause` (Envoy buffers and holds the
 //!    data) and feed only the bytes not fed before; phase 2 runs at end of stream, at the
@@ -463,12 +463,12 @@ impl WaferHttp {
             return Action::Continue;
         };
         shared.metrics.transaction();
-        // The same request as the last quiet one but for its id: no transaction (see
+        // The same request as one of the last quiet ones but for its id: no transaction (see
         // `crate::quiet`). Not with a body of unknown length (the engine would be given a
         // Transfer-Encoding header the block does not have).
         if ruleset.quiet_again && self.protect.is_none() && !scan.chunked_guess(end_of_stream) {
             let reads_body = !end_of_stream && ruleset.reads_request_body();
-            match crate::quiet::verdict(&shared.quiet.borrow(), &ruleset, headers.bytes(), reads_body) {
+            match shared.quiet.borrow().verdict(&ruleset, headers.bytes(), reads_body) {
                 Verdict::Pass => return Action::Continue,
                 Verdict::Defer(record) => {
                     self.deferred = Some(Deferred { record, headers, size: 0 });

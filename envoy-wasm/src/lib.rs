@@ -69,9 +69,9 @@ pub(crate) struct Shared {
     /// The store of persistent collections (`initcol`), handed to each transaction that
     /// uses one (one `Arc` for all, not one per request).
     pub(crate) collections: Arc<dyn wafer::tx::persist::CollectionStore>,
-    /// The last request that passed quietly under a rule set allowing it (see [`quiet`]): a
-    /// request the same but for its `x-request-id` gets no transaction.
-    pub(crate) quiet: std::cell::RefCell<Option<Rc<quiet::Record>>>,
+    /// The last requests that passed quietly under a rule set allowing it (see [`quiet`]): a
+    /// request the same as one of them but for its `x-request-id` gets no transaction.
+    pub(crate) quiet: std::cell::RefCell<quiet::Records>,
 }
 
 /// The root (plugin) context: compiles the configuration once and hands it to each stream.

@@ -1,12 +1,14 @@
-//! Requests that need no transaction: the same as the VM's last quiet one but for their
-//! `x-request-id`.
+//! Requests that need no transaction: the same as one of the VM's last quiet ones but for
+//! their `x-request-id`.
 //!
 //! Under a rule set allowing it (`Ruleset::quiet_again`: no response phases, no rule whose
 //! first link reads what a new request id changes, ...), a transaction that ran every phase
 //! with no rule matching (`Transaction::quiet`) would run the same way for a request whose
-//! engine input is the same but for the id. The filter keeps the last such request of the VM
-//! (a [`Record`]: its header block and the body bytes the engine was given) and lets a request
-//! that matches it through without a transaction. Without a body to inspect the header block
+//! engine input is the same but for the id. The filter keeps the last [`RECORDS`] different
+//! such requests of the VM ([`Records`]; each a [`Record`]: its header block and the body bytes
+//! the engine was given; several, so that interleaved repeated requests, such as health checks
+//! next to an API's polling, each find theirs) and lets a request that matches one through
+//! without a transaction. Without a body to inspect the header block
 //! decides at once; with one the decision waits for the body's end ([`Deferred`]): the same
 //! bytes pass, anything else gets its transaction then, phase 1 included (which these headers
 //! cannot fail: they are the quiet request's).
@@ -19,9 +21,12 @@ use wafer::Ruleset;
 
 use crate::host::HeaderMap;
 
-/// The largest header block or body a stream copies to become the record (and the largest
+/// The largest header block or body a stream copies to become a record (and the largest
 /// buffers it keeps for the next stream).
 const KEEP: usize = 16 * 1024;
+
+/// How many quiet requests a VM keeps.
+pub(crate) const RECORDS: usize = 4;
 
 /// A quiet request: what the engine was given of it.
 pub(crate) struct Record {
@@ -40,30 +45,57 @@ impl Record {
     }
 }
 
-/// What the record says of a request, given its header block.
+/// What the records say of a request, given its header block.
 pub(crate) enum Verdict {
-    /// The record's, with no body to read: no transaction.
+    /// A record's, with no body to read: no transaction.
     Pass,
-    /// The record's headers; the body decides (`Deferred`).
+    /// A record's headers; the body decides (`Deferred`).
     Defer(Rc<Record>),
     /// A transaction, as usual.
     Run,
 }
 
-/// The record as a request's header block finds it: `reads_body` when the engine would be
-/// given this request's body.
-pub(crate) fn verdict(last: &Option<Rc<Record>>, ruleset: &Arc<Ruleset>, block: &[u8], reads_body: bool) -> Verdict {
-    let Some(record) = last.as_ref().filter(|r| Arc::ptr_eq(&r.ruleset, ruleset) && same_but(&r.block, block, b"x-request-id")) else {
-        return Verdict::Run;
-    };
-    match (reads_body, record.body.is_some()) {
-        (false, false) => Verdict::Pass,
-        (true, true) => Verdict::Defer(record.clone()),
-        _ => Verdict::Run,
+/// The VM's last quiet requests, at most one per header block (but for the id); the oldest
+/// gives way to a new one.
+#[derive(Default)]
+pub(crate) struct Records {
+    slots: [Option<Rc<Record>>; RECORDS],
+    /// The slot the next new record takes.
+    next: usize,
+}
+
+impl Records {
+    /// The slot whose record has this rule set and this block but for the id.
+    fn find(&self, ruleset: &Arc<Ruleset>, block: &[u8]) -> Option<usize> {
+        self.slots.iter().position(|r| r.as_ref().is_some_and(|r| Arc::ptr_eq(&r.ruleset, ruleset) && same_but(&r.block, block, b"x-request-id")))
+    }
+
+    /// What the records say of a request, given its header block: `reads_body` when the engine
+    /// would be given this request's body.
+    pub(crate) fn verdict(&self, ruleset: &Arc<Ruleset>, block: &[u8], reads_body: bool) -> Verdict {
+        let Some(record) = self.find(ruleset, block).and_then(|i| self.slots.get(i)).and_then(Option::as_ref) else {
+            return Verdict::Run;
+        };
+        match (reads_body, record.body.is_some()) {
+            (false, false) => Verdict::Pass,
+            (true, true) => Verdict::Defer(record.clone()),
+            _ => Verdict::Run,
+        }
+    }
+
+    /// Keeps `record` in place of the one with its block, else of the oldest; returns the
+    /// record it replaced.
+    fn keep(&mut self, record: Rc<Record>) -> Option<Rc<Record>> {
+        let i = self.find(&record.ruleset, &record.block).unwrap_or_else(|| {
+            let i = self.next;
+            self.next = (i + 1) % RECORDS;
+            i
+        });
+        self.slots.get_mut(i)?.replace(record)
     }
 }
 
-/// A request whose headers are the record's, held (no transaction yet) until its body ends.
+/// A request whose headers are a record's, held (no transaction yet) until its body ends.
 pub(crate) struct Deferred {
     pub(crate) record: Rc<Record>,
     pub(crate) headers: HeaderMap,
@@ -71,7 +103,7 @@ pub(crate) struct Deferred {
     pub(crate) size: usize,
 }
 
-/// A stream's copy of its request while its transaction may become the record. The buffers
+/// A stream's copy of its request while its transaction may become a record. The buffers
 /// are kept from stream to stream (up to [`KEEP`]).
 #[derive(Default)]
 pub(crate) struct Candidate {
@@ -117,15 +149,16 @@ impl Candidate {
         }
     }
 
-    /// At the stream's end, with its transaction quiet: the candidate becomes `last`; the old
-    /// record's buffers serve the next stream when no deferred stream still holds it.
-    pub(crate) fn become_record(&mut self, last: &mut Option<Rc<Record>>, ruleset: &Arc<Ruleset>) {
+    /// At the stream's end, with its transaction quiet: the candidate becomes a record; the
+    /// buffers of the one it replaces serve the next stream when no deferred stream still
+    /// holds it.
+    pub(crate) fn become_record(&mut self, records: &mut Records, ruleset: &Arc<Ruleset>) {
         if self.block.is_empty() {
             return;
         }
         let body = self.with_body.then(|| std::mem::take(&mut self.body));
         let record = Rc::new(Record { ruleset: ruleset.clone(), block: std::mem::take(&mut self.block), body });
-        if let Some(old) = last.replace(record).and_then(|old| Rc::try_unwrap(old).ok()) {
+        if let Some(old) = records.keep(record).and_then(|old| Rc::try_unwrap(old).ok()) {
             self.block = old.block;
             self.body = old.body.unwrap_or_default();
         }
@@ -146,52 +179,79 @@ mod tests {
     fn the_record_decides_by_block_and_body() {
         let rs = Arc::new(Ruleset::compile("t", "Include @targeted").unwrap());
         let other = Arc::new(Ruleset::compile("t", "Include @targeted").unwrap());
-        let mut last = None;
-        assert!(matches!(verdict(&last, &rs, &block(b"1", b"a"), false), Verdict::Run));
+        let mut last = Records::default();
+        assert!(matches!(last.verdict(&rs, &block(b"1", b"a"), false), Verdict::Run));
         // A bodiless quiet request.
         let mut c = Candidate::default();
         c.arm(&block(b"1", b"a"), false);
         c.become_record(&mut last, &rs);
-        assert!(matches!(verdict(&last, &rs, &block(b"2", b"a"), false), Verdict::Pass));
-        assert!(matches!(verdict(&last, &rs, &block(b"2", b"a"), true), Verdict::Run), "a body the record had not");
-        assert!(matches!(verdict(&last, &rs, &block(b"2", b"b"), false), Verdict::Run));
-        assert!(matches!(verdict(&last, &other, &block(b"2", b"a"), false), Verdict::Run), "another rule set");
+        assert!(matches!(last.verdict(&rs, &block(b"2", b"a"), false), Verdict::Pass));
+        assert!(matches!(last.verdict(&rs, &block(b"2", b"a"), true), Verdict::Run), "a body the record had not");
+        assert!(matches!(last.verdict(&rs, &block(b"2", b"b"), false), Verdict::Run));
+        assert!(matches!(last.verdict(&other, &block(b"2", b"a"), false), Verdict::Run), "another rule set");
         // One with a body.
         c.arm(&block(b"3", b"a"), true);
         c.keep_body(b"{\"a\":");
         c.keep_body(b"1}");
         c.become_record(&mut last, &rs);
-        match verdict(&last, &rs, &block(b"4", b"a"), true) {
+        match last.verdict(&rs, &block(b"4", b"a"), true) {
             Verdict::Defer(r) => assert_eq!(r.body(), b"{\"a\":1}"),
             _ => panic!("not deferred"),
         }
-        assert!(matches!(verdict(&last, &rs, &block(b"4", b"a"), false), Verdict::Run), "no body where the record had one");
+        assert!(matches!(last.verdict(&rs, &block(b"4", b"a"), false), Verdict::Run), "no body where the record had one");
         // A body over KEEP, or a block: no record; the last one stays.
         c.arm(&block(b"5", b"c"), true);
         c.keep_body(&vec![b'x'; KEEP]);
         c.keep_body(b"y");
         c.become_record(&mut last, &rs);
-        assert!(matches!(verdict(&last, &rs, &block(b"6", b"c"), true), Verdict::Run));
-        assert!(matches!(verdict(&last, &rs, &block(b"6", b"a"), true), Verdict::Defer(_)));
+        assert!(matches!(last.verdict(&rs, &block(b"6", b"c"), true), Verdict::Run));
+        assert!(matches!(last.verdict(&rs, &block(b"6", b"a"), true), Verdict::Defer(_)));
         c.arm(&block(b"5", &vec![b'z'; KEEP]), false);
         c.become_record(&mut last, &rs);
-        assert!(matches!(verdict(&last, &rs, &block(b"6", b"a"), true), Verdict::Defer(_)));
+        assert!(matches!(last.verdict(&rs, &block(b"6", b"a"), true), Verdict::Defer(_)));
+    }
+
+    #[test]
+    fn interleaved_requests_each_keep_their_record() {
+        let rs = Arc::new(Ruleset::compile("t", "Include @headers-only").unwrap());
+        let mut last = Records::default();
+        let mut c = Candidate::default();
+        let paths: Vec<Vec<u8>> = (0..=RECORDS).map(|i| format!("/path{i}").into_bytes()).collect();
+        let req = |path: &[u8], id: &[u8]| block_of(&[(b":method", b"GET"), (b":path", path), (b"x-request-id", id)]);
+        for p in &paths[..RECORDS] {
+            c.arm(&req(p, b"1"), false);
+            c.become_record(&mut last, &rs);
+        }
+        for p in &paths[..RECORDS] {
+            assert!(matches!(last.verdict(&rs, &req(p, b"2"), false), Verdict::Pass), "{p:?}");
+        }
+        // The same request again replaces its own record, not the oldest.
+        c.arm(&req(&paths[2], b"3"), false);
+        c.become_record(&mut last, &rs);
+        assert!(matches!(last.verdict(&rs, &req(&paths[0], b"4"), false), Verdict::Pass));
+        // One more: the oldest gives way.
+        c.arm(&req(&paths[RECORDS], b"5"), false);
+        c.become_record(&mut last, &rs);
+        assert!(matches!(last.verdict(&rs, &req(&paths[0], b"6"), false), Verdict::Run));
+        for p in &paths[1..] {
+            assert!(matches!(last.verdict(&rs, &req(p, b"6"), false), Verdict::Pass), "{p:?}");
+        }
     }
 
     #[test]
     fn a_held_record_is_not_reused() {
         let rs = Arc::new(Ruleset::compile("t", "Include @targeted").unwrap());
-        let mut last = None;
+        let mut last = Records::default();
         let mut c = Candidate::default();
         c.arm(&block(b"1", b"a"), true);
         c.keep_body(b"body one");
         c.become_record(&mut last, &rs);
-        let Verdict::Defer(held) = verdict(&last, &rs, &block(b"2", b"a"), true) else { panic!("not deferred") };
+        let Verdict::Defer(held) = last.verdict(&rs, &block(b"2", b"a"), true) else { panic!("not deferred") };
         c.arm(&block(b"3", b"b"), true);
         c.keep_body(b"body two");
         c.become_record(&mut last, &rs);
         // The deferred stream still compares with the record it was given.
         assert_eq!(held.body(), b"body one");
-        assert!(matches!(verdict(&last, &rs, &block(b"4", b"b"), true), Verdict::Defer(r) if r.body() == b"body two"));
+        assert!(matches!(last.verdict(&rs, &block(b"4", b"b"), true), Verdict::Defer(r) if r.body() == b"body two"));
     }
 }
