@@ -16,8 +16,8 @@
 #   make bench   wafer (4 rule tiers) vs vanilla Envoy vs nginx + ModSecurity v3 with the same CRS,
 #                pinned to CPU 0 / 1 (~15 min): bench/results/<date>.{md,json,png} (see bench/README.md)
 #   make bench-quick  a few of those cells, ~5 s each (~2 min): bench/results/<date>-quick.*
-#   make bench-instructions  the tiers' GET, new-values GET and 1 KB POST counted in instructions
-#                per request under callgrind, against vanilla Envoy's (~15 min; the host's noise
+#   make bench-instructions  the tiers' GET, new-values GET, mixed GETs and 1 KB POST counted in instructions
+#                per request under callgrind, against vanilla Envoy's (~5 min; the host's noise
 #                does not move them): bench/results/<date>-instructions.{md,json}
 #   make bench-engine  criterion micro-benchmarks of the native engine (bench/benches/engine.rs)
 #   make bench-tools  what bench needs: nginx + ModSecurity, wrk, oha, a venv with matplotlib
@@ -181,8 +181,8 @@ bench: tools wasm bench-tools
 bench-quick: tools wasm bench-tools
 	$(BENCH_RUN) --mode quick
 
-# make bench's tiers and shapes (GET, GET with new values, 1 KB POST) counted in instructions per
-# request under callgrind, against vanilla Envoy's (~15 min): ratios the host's noise cannot move.
+# make bench's tiers and shapes (GET, GET with new values, mixed GETs, 1 KB POST) counted in instructions per
+# request under callgrind, against vanilla Envoy's (~5 min): ratios the host's noise cannot move.
 # Writes bench/results/<date>-instructions.md / .json.
 bench-instructions: tools wasm bench-tools
 	python3 bench/instruction_table.py

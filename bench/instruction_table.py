@@ -28,7 +28,7 @@ sys.path.insert(0, HERE)
 import run  # noqa: E402  (the tiers' plugin configurations and the bars, as make bench has them)
 
 TARGETS = ["envoy", "wafer-headers-only", "wafer-targeted", "wafer-crs-pl1"]
-SHAPES = [("get", "GET"), ("get-varied", "GET, new values"), ("post1k", "POST 1 KB")]
+SHAPES = [("get", "GET"), ("get-varied", "GET, new values"), ("get-mixed", "GETs, 4 in turn"), ("post1k", "POST 1 KB")]
 LINE = re.compile(r": ([\d.]+) K instructions per request \((.*)\)$")
 
 
@@ -85,7 +85,8 @@ def main():
          "",
          f"Each cell: Envoy (`--concurrency 1`) under callgrind, instrumentation on only while {a.n:,} requests of the shape are "
          f"served on {a.c} connections at once (after 50 uncounted; `bench/instructions.py`); every response the upstream's 200. "
-         "Requests and configurations are `make bench`'s (tiers from `bench/run.py`). Counted in Envoy's binary (with V8), "
+         "Requests and configurations are `make bench`'s (tiers from `bench/run.py`); \"GETs, 4 in turn\": the GET in turn "
+         "with `/healthz`, `/readyz` and `/api/v1/status`, each the same every time, as probes and polls repeat. Counted in Envoy's binary (with V8), "
          "in code without a file (the module compiled by V8, its wrappers), in libc. Runtime "
          f"{time.time() - t0:.0f} s.", "",
          "## Instructions per request (K; % of vanilla Envoy's for the same shape: vanilla / target)", "",
