@@ -15,13 +15,29 @@ const RULES: &[&str] = &[
     r#"SecRule REQUEST_HEADERS:x-log-me "@rx ^[a-z]+$" "id:9004,phase:5,t:none,log,pass,msg:'logging phase of %{MATCHED_VAR}'""#,
 ];
 
+/// A plugin configuration running `rules` for every host.
+fn config_of(rules: &[&str]) -> String {
+    let list: Vec<String> = rules.iter().map(|r| json_string(r)).collect();
+    format!(r#"{{"directives_map":{{"default":[{}]}},"default_directives":"default"}}"#, list.join(","))
+}
+
 fn fixture() -> Fixture {
-    let list: Vec<String> = RULES.iter().map(|r| json_string(r)).collect();
-    let config = format!(
-        r#"{{"directives_map":{{"default":[{}]}},"default_directives":"default"}}"#,
-        list.join(",")
-    );
-    Fixture::start("custom", &config)
+    Fixture::start("custom", &config_of(RULES))
+}
+
+/// What is wrong with the answer to `req` (`want` 200: passed whole to the upstream).
+fn wrong(fx: &Fixture, req: &Request, want: u16) -> Option<String> {
+    match fx.send(req) {
+        Ok(resp) if want == 200 => passed_whole(req, &resp).err(),
+        Ok(resp) if resp.status == want => None,
+        Ok(resp) => Some(format!("status {} (want {want})", resp.status)),
+        Err(err) => Some(err.to_string()),
+    }
+}
+
+/// Sends the steps in order; what went wrong, by step.
+fn run_steps(fx: &Fixture, steps: &[(&str, Request, u16)]) -> Vec<String> {
+    steps.iter().filter_map(|(name, req, want)| wrong(fx, req, *want).map(|why| format!("{name}: {why}"))).collect()
 }
 
 #[test]
@@ -151,8 +167,7 @@ fn repeated_quiet_requests_pass_and_changed_ones_are_inspected() {
         r#"SecRule ARGS "@contains attack" "id:9102,phase:2,t:none,log,deny,status:403""#,
         r#"SecRule REQUEST_URI "@beginsWith /admin" "id:9103,phase:1,t:none,log,deny,status:403""#,
     ];
-    let list: Vec<String> = rules.iter().map(|r| json_string(r)).collect();
-    let config = format!(r#"{{"directives_map":{{"default":[{}]}},"default_directives":"default"}}"#, list.join(","));
+    let config = config_of(&rules);
     let fx = Fixture::start("quiet", &config);
     let get = |target: &str, ua: &str| Request::get(target).header("user-agent", ua);
     let benign = || get("/q?a=1&b=2", "ok");
@@ -167,19 +182,7 @@ fn repeated_quiet_requests_pass_and_changed_ones_are_inspected() {
         ("another header added", benign().header("x-extra", "evil"), 200),
         ("repeated at the end", benign(), 200),
     ];
-    let mut failures = Vec::new();
-    for (name, req, want) in &steps {
-        match fx.send(req) {
-            Ok(resp) if *want == 200 => {
-                if let Err(why) = passed_whole(req, &resp) {
-                    failures.push(format!("{name}: {why}"));
-                }
-            }
-            Ok(resp) if resp.status == *want => {}
-            Ok(resp) => failures.push(format!("{name}: status {} (want {want})", resp.status)),
-            Err(err) => failures.push(format!("{name}: {err}")),
-        }
-    }
+    let mut failures = run_steps(&fx, &steps);
     // Every request is counted, with or without its transaction (added to the host's counter
     // once a second).
     let want = steps.len() as u64;
@@ -207,8 +210,7 @@ fn repeated_quiet_bodies_pass_and_changed_ones_are_inspected() {
         r#"SecRule REQUEST_HEADERS:User-Agent "@contains evil" "id:9111,phase:1,t:none,log,deny,status:403""#,
         r#"SecRule ARGS "@contains attack" "id:9112,phase:2,t:none,log,deny,status:403""#,
     ];
-    let list: Vec<String> = rules.iter().map(|r| json_string(r)).collect();
-    let config = format!(r#"{{"directives_map":{{"default":[{}]}},"default_directives":"default"}}"#, list.join(","));
+    let config = config_of(&rules);
     let fx = Fixture::start("quiet-bodies", &config);
     let post = |body: &str| Request::post("/api", "application/json", body.as_bytes().to_vec());
     let (one, two, bad) = (r#"{"a":"hello world"}"#, r#"{"a":"goodbye wor"}"#, r#"{"a":"attack!!!!!"}"#);
@@ -228,19 +230,7 @@ fn repeated_quiet_bodies_pass_and_changed_ones_are_inspected() {
         ("another key, the same length", post(r#"{"b":"attack!!!!!"}"#), 403),
         ("repeated at the end", post(one), 200),
     ];
-    let mut failures = Vec::new();
-    for (name, req, want) in &steps {
-        match fx.send(req) {
-            Ok(resp) if *want == 200 => {
-                if let Err(why) = passed_whole(req, &resp) {
-                    failures.push(format!("{name}: {why}"));
-                }
-            }
-            Ok(resp) if resp.status == *want => {}
-            Ok(resp) => failures.push(format!("{name}: status {} (want {want})", resp.status)),
-            Err(err) => failures.push(format!("{name}: {err}")),
-        }
-    }
+    let failures = run_steps(&fx, &steps);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
@@ -254,8 +244,7 @@ fn quiet_bodies_interleaved_keep_their_verdicts() {
         "SecRequestBodyAccess On",
         r#"SecRule ARGS "@contains attack" "id:9121,phase:2,t:none,log,deny,status:403""#,
     ];
-    let list: Vec<String> = rules.iter().map(|r| json_string(r)).collect();
-    let config = format!(r#"{{"directives_map":{{"default":[{}]}},"default_directives":"default"}}"#, list.join(","));
+    let config = config_of(&rules);
     let fx = Fixture::start("quiet-interleaved", &config);
     let post = |body: &str| Request::post("/api", "application/json", body.as_bytes().to_vec());
     let (one, two, bad) = (r#"{"a":"hello world"}"#, r#"{"a":"goodbye wor"}"#, r#"{"a":"attack!!!!!"}"#);
@@ -271,13 +260,7 @@ fn quiet_bodies_interleaved_keep_their_verdicts() {
                         3 => (post(bad), 403),
                         _ => (post(if i % 2 == 0 { one } else { bad }).paced(6, std::time::Duration::from_millis(3)), if i % 2 == 0 { 200 } else { 403 }),
                     };
-                    let verdict = match fx.send(&req) {
-                        Ok(resp) if want == 200 => passed_whole(&req, &resp).err(),
-                        Ok(resp) if resp.status == want => None,
-                        Ok(resp) => Some(format!("status {} (want {want})", resp.status)),
-                        Err(err) => Some(err.to_string()),
-                    };
-                    if let Some(why) = verdict {
+                    if let Some(why) = wrong(fx, &req, want) {
                         failures.lock().unwrap().push(format!("thread {t}, request {i}: {why}"));
                     }
                 }
