@@ -686,9 +686,11 @@ pub(crate) struct Memo {
     /// The last sources, most recent first, with their generations.
     sources: Vec<Sources>,
     next_gen: u64,
-    /// The last transaction that completed a phase: what it read and where its rules had
-    /// hits (see `tx::replay`).
-    pub trace: Option<Rc<super::replay::Trace>>,
+    /// The last transactions that completed a phase, at most one per request target (method
+    /// and path) and [`super::replay::TRACES`] in all, most recent first: what each read and
+    /// where its rules had hits (see `tx::replay`). A transaction follows the one of its
+    /// target, else the most recent.
+    pub traces: Vec<Rc<super::replay::Trace>>,
 }
 
 /// What the sourced variables' values are made of: the request line's parts and the `Cookie`
@@ -707,7 +709,7 @@ const SOURCES_KEPT: usize = 4;
 
 impl Memo {
     pub fn new() -> Memo {
-        Memo { seen: vec![0; MEMO_SEEN / 64].into_boxed_slice(), seen_bits: 0, keys: Default::default(), young: hashbrown::HashTable::new(), old: hashbrown::HashTable::new(), young_bytes: 0, groups: Vec::new(), next_record: 0, record_bytes: 0, lists: FxMap::default(), concats: FxMap::default(), list_bytes: 0, list_gens: FxMap::default(), sources: Vec::new(), next_gen: 0, trace: None }
+        Memo { seen: vec![0; MEMO_SEEN / 64].into_boxed_slice(), seen_bits: 0, keys: Default::default(), young: hashbrown::HashTable::new(), old: hashbrown::HashTable::new(), young_bytes: 0, groups: Vec::new(), next_record: 0, record_bytes: 0, lists: FxMap::default(), concats: FxMap::default(), list_bytes: 0, list_gens: FxMap::default(), sources: Vec::new(), next_gen: 0, traces: Vec::new() }
     }
 
     /// The entry of `b`, or a new one (`make` shares the bytes); None for a long value and

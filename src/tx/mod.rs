@@ -246,7 +246,22 @@ impl Drop for Transaction {
         // The request becomes the memo's trace (see `replay`), or is recycled. The trace it
         // replaces recycles its own when the last transaction following it ends.
         let (spare, replaced) = match self.memo.try_borrow_mut() {
-            Ok(mut memo) => self.replay.publish(req, &mut memo.trace, &self.rs.quick),
+            Ok(mut memo) => {
+                // It takes the place of the trace of its target, else of the oldest when
+                // there are TRACES, and comes first.
+                let traces = &mut memo.traces;
+                let at = traces.iter().position(|t| t.same_target(&req.method, &req.uri_raw));
+                let mut slot = match at {
+                    Some(i) => Some(traces.remove(i)),
+                    None if traces.len() >= replay::TRACES => traces.pop(),
+                    None => None,
+                };
+                let published = self.replay.publish(req, &mut slot, &self.rs.quick);
+                if let Some(t) = slot {
+                    traces.insert(0, t);
+                }
+                published
+            }
             Err(_) => (Some(req), None),
         };
         drop(replaced);
@@ -435,7 +450,7 @@ impl Transaction {
             None => (spare.tx, None),
         };
         let memo = memo_for(rs.uid);
-        let trace = memo.try_borrow().ok().and_then(|m| m.trace.clone());
+        let trace = memo.try_borrow().ok().and_then(|m| m.traces.first().cloned());
         Transaction {
             engine: s.engine,
             request_body_access: s.request_body_access,
@@ -559,6 +574,12 @@ impl Transaction {
     /// `protocol` like `HTTP/1.1`.
     pub fn process_uri(&mut self, uri: &str, method: &str, protocol: &str) {
         let parse_args = self.rs.mentions.args;
+        // The trace of the same method and path, if kept, rather than the most recent.
+        if let Ok(memo) = self.memo.try_borrow() {
+            if let Some(t) = memo.traces.iter().find(|t| t.same_target(method.as_bytes(), uri.as_bytes())) {
+                self.replay.rebase(t);
+            }
+        }
         // The last request's arguments of the same query, copied (not when profiling).
         let old = self.replay.trace_request().filter(|_| self.profile.is_none());
         self.req.set_uri(uri, method, protocol, self.rs.settings.arguments_limit, parse_args, old);

@@ -1,6 +1,7 @@
-//! Transaction replay: a rule that had no hits in the last transaction of its rule set on
-//! this thread, and whose inputs are the same bytes now, has no hits now either; it is passed
-//! without being evaluated.
+//! Transaction replay: a rule that had no hits in an earlier transaction of its rule set on
+//! this thread (its *trace*: the last one of the same method and path among the last
+//! [`TRACES`] kept, else the last one), and whose inputs are the same bytes now, has no hits
+//! now either; it is passed without being evaluated.
 //!
 //! Why it holds. A rule has an effect only when its first link has hits (its setvars,
 //! captures, later links, ctls, log and disruptive action all follow hits), and whether that
@@ -47,7 +48,28 @@ use super::request::Request;
 use crate::compile::inputs::{self, Keys};
 use crate::compile::quick::Index;
 
-/// What the last finished transaction of a rule set on this thread read and did.
+/// How many traces a rule set keeps on a thread: the last transaction of each of the last
+/// request targets (method and path) that completed a phase, so that requests of a few kinds
+/// in turn (a page, an API call, probes) each follow one of their own kind.
+pub(crate) const TRACES: usize = 4;
+
+/// The path of a request target (up to any `?`).
+fn path_of(uri: &[u8]) -> &[u8] {
+    uri.iter().position(|&b| b == b'?').and_then(|i| uri.get(..i)).unwrap_or(uri)
+}
+
+impl Trace {
+    /// Whether the traced request has this method and this target's path.
+    pub(crate) fn same_target(&self, method: &[u8], uri: &[u8]) -> bool {
+        self.req.method == method && {
+            // Most often the same target: its path is as long as this one's.
+            let mine = path_of(&self.req.uri_raw);
+            uri.get(..mine.len()) == Some(mine) && matches!(uri.get(mine.len()), None | Some(b'?'))
+        }
+    }
+}
+
+/// What a finished transaction of a rule set on this thread read and did.
 pub(crate) struct Trace {
     req: ManuallyDrop<Box<Request>>,
     /// By rule number, one bit each: the rule's first link had hits.
@@ -356,6 +378,16 @@ impl Replay {
     }
 
     /// The request of the trace this transaction follows (whether or not it still follows it).
+    /// Follows `base` instead of the trace it was made with (any trace of the rule set serves:
+    /// the argument above does not need the last one); only before phase 1 began, and not once
+    /// the replay was turned off.
+    pub fn rebase(&mut self, base: &Rc<Trace>) {
+        if self.next == 1 && self.base.as_ref().is_some_and(|b| !Rc::ptr_eq(b, base)) {
+            self.base = Some(base.clone());
+            self.same = true;
+        }
+    }
+
     pub fn trace_request(&self) -> Option<&Request> {
         self.base.as_ref().map(|b| &**b.req)
     }

@@ -1246,6 +1246,68 @@ SecRule TX:site "@streq worse" "id:7,phase:2,deny,status:403"
     assert_eq!(go("/?a=1", "r8", "https://ok/", "c=abc"), (None, 7));
 }
 
+/// The replay keeps a trace per request target (method and path, the last
+/// `replay::TRACES` of them): requests of a few kinds in turn each follow one of their own
+/// kind, passing as many rules as when repeated back to back, and decide as without the
+/// replay; a kind beyond those kept, or a changed value, is evaluated.
+#[test]
+fn requests_in_turn_each_follow_the_trace_of_their_target() {
+    let rs = rules(
+        r#"SecRuleEngine On
+SecRule REQUEST_HEADERS "@contains evil" "id:1,phase:1,deny,status:403"
+SecRule ARGS "@contains attack" "id:2,phase:2,deny,status:403"
+SecRule REQUEST_FILENAME "@streq /admin" "id:3,phase:1,deny,status:403"
+SecRule ARGS:n "@gt 10" "id:4,phase:1,pass,nolog,setvar:tx.big=1"
+SecRule TX:big "@eq 1" "id:5,phase:2,pass,nolog,setvar:tx.noted=1"
+SecRule REQUEST_METHOD "@streq DELETE" "id:6,phase:1,deny,status:405"
+"#,
+    );
+    // (blocking rule, rules the replay passed)
+    let go = |method: &str, uri: &str, id: &str, replay: bool| -> (Option<u64>, u64) {
+        let mut tx = Transaction::new(rs.clone(), "t".into());
+        if !replay {
+            tx.without_replay();
+        }
+        tx.process_uri(uri, method, "HTTP/1.1");
+        for (k, v) in [("Host", "a"), ("X-Request-Id", id)] {
+            tx.add_request_header(k.as_bytes(), v.as_bytes());
+        }
+        let i = tx.process_request_headers().or_else(|| tx.process_request_body());
+        (i.and_then(|i| i.rule_id), tx.replay_passed())
+    };
+    let kinds = [("GET", "/a?n=1"), ("GET", "/b?n=20"), ("POST", "/b?n=20"), ("GET", "/c/d?q=x")];
+    assert_eq!(kinds.len(), super::replay::TRACES);
+    // What each passes repeated back to back (a request after one that departed from its
+    // trace passes fewer: the third is the steady state).
+    let alone: Vec<u64> = kinds.iter().map(|(m, u)| {
+        go(m, u, "r0", true);
+        go(m, u, "r1", true);
+        go(m, u, "r2", true).1
+    }).collect();
+    assert!(alone.iter().all(|&n| n >= 5), "{alone:?}");
+    for round in 0..3 {
+        for ((m, u), &want) in kinds.iter().zip(&alone) {
+            assert_eq!(go(m, u, &format!("t{round}"), true), (None, want), "{m} {u} in turn, round {round}");
+        }
+    }
+    // Attacks and other kinds among them decide as without the replay.
+    let others = [
+        ("GET", "/b?n=20&x=attack", "r"),
+        ("GET", "/a?n=1", "evil"),
+        ("GET", "/admin?n=1", "r"),
+        ("DELETE", "/a?n=1", "r"),
+        ("GET", "/a?n=11", "r"),
+        ("GET", "/e", "r"),
+        ("GET", "/f?x=attack", "r"),
+        ("POST", "/b?n=20", "r"),
+        ("GET", "/c/d?q=attack", "r"),
+    ];
+    let mixed: Vec<(&str, &str, &str)> = others.iter().copied().chain(kinds.iter().map(|&(m, u)| (m, u, "r"))).collect();
+    for &(m, u, id) in mixed.iter().cycle().take(60) {
+        assert_eq!(go(m, u, id, true).0, go(m, u, id, false).0, "{m} {u} {id}");
+    }
+}
+
 /// A rule with hits in the trace is evaluated again where what it reads changed: when it does
 /// what it did then (the same TX writes, its chain completing or not as then), the replay
 /// goes on past it; when it does less (here passed by its group's prefilter, so its setvar is
