@@ -38,7 +38,7 @@ use crate::abi::types::{Action, BufferType, LogLevel, MapType};
 use wafer::{BodyAppend, InterruptAction, Interruption, Transaction};
 
 use crate::host::{self, HeaderMap};
-use crate::quiet::{Candidate, Deferred, Verdict};
+use crate::quiet::{Candidate, Record, Verdict};
 use crate::Shared;
 
 /// Where a body stands for the engine.
@@ -374,6 +374,17 @@ fn stream_id(tx: &Option<Transaction>) -> &str {
     tx.as_ref().map_or("", Transaction::unique_id)
 }
 
+/// A request whose headers are a quiet record's, held (no transaction yet) until its body
+/// ends (see [`crate::quiet`]).
+struct Deferred {
+    record: Rc<Record>,
+    headers: HeaderMap,
+    /// Where `headers` has what the transaction needs, as found when they came.
+    scan: RequestScan,
+    /// The body size the host reported last (all of it is held).
+    size: usize,
+}
+
 /// Where a request's header block has what the filter reads itself.
 #[derive(Default)]
 struct RequestScan {
@@ -471,7 +482,7 @@ impl WaferHttp {
             match shared.quiet.borrow().verdict(&ruleset, headers.bytes(), reads_body) {
                 Verdict::Pass => return Action::Continue,
                 Verdict::Defer(record) => {
-                    self.deferred = Some(Deferred { record, headers, size: 0 });
+                    self.deferred = Some(Deferred { record, headers, scan, size: 0 });
                     self.request_body = Body::Collecting { fed: 0 };
                     return Action::Continue;
                 }
@@ -595,8 +606,7 @@ impl WaferHttp {
         let shared = self.shared.clone()?;
         let ruleset = deferred.record.ruleset.clone();
         self.quiet.arm(deferred.headers.bytes(), true);
-        let scan = RequestScan::of(deferred.headers.bytes());
-        let action = self.begin(&shared, ruleset, deferred.headers, &scan, false);
+        let action = self.begin(&shared, ruleset, deferred.headers, &deferred.scan, false);
         if self.interrupted.is_some() || !matches!(self.request_body, Body::Collecting { .. }) {
             return Some(action);
         }

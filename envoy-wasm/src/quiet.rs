@@ -9,7 +9,7 @@
 //! the engine was given; several, so that interleaved repeated requests, such as health checks
 //! next to an API's polling, each find theirs) and lets a request that matches one through
 //! without a transaction. Without a body to inspect the header block
-//! decides at once; with one the decision waits for the body's end ([`Deferred`]): the same
+//! decides at once; with one the decision waits for the body's end (the filter holds the request): the same
 //! bytes pass, anything else gets its transaction then, phase 1 included (which these headers
 //! cannot fail: they are the quiet request's).
 
@@ -18,8 +18,6 @@ use std::sync::Arc;
 
 use wafer::body::pairs::same_but;
 use wafer::Ruleset;
-
-use crate::host::HeaderMap;
 
 /// The largest header block or body a stream copies to become a record (and the largest
 /// buffers it keeps for the next stream).
@@ -49,7 +47,7 @@ impl Record {
 pub(crate) enum Verdict {
     /// A record's, with no body to read: no transaction.
     Pass,
-    /// A record's headers; the body decides (`Deferred`).
+    /// A record's headers; the body decides (the filter holds the request until it ends).
     Defer(Rc<Record>),
     /// A transaction, as usual.
     Run,
@@ -93,14 +91,6 @@ impl Records {
         });
         self.slots.get_mut(i)?.replace(record)
     }
-}
-
-/// A request whose headers are a record's, held (no transaction yet) until its body ends.
-pub(crate) struct Deferred {
-    pub(crate) record: Rc<Record>,
-    pub(crate) headers: HeaderMap,
-    /// The body size the host reported last (all of it is held).
-    pub(crate) size: usize,
 }
 
 /// A stream's copy of its request while its transaction may become a record. The buffers

@@ -35,6 +35,17 @@ fn wrong(fx: &Fixture, req: &Request, want: u16) -> Option<String> {
     }
 }
 
+/// Bodies of the quiet-body tests: two benign ones and an attack, all of one length (so the
+/// requests' headers are the same).
+const QUIET_ONE: &str = r#"{"a":"hello world"}"#;
+const QUIET_TWO: &str = r#"{"a":"goodbye wor"}"#;
+const QUIET_BAD: &str = r#"{"a":"attack!!!!!"}"#;
+
+/// A JSON POST of `body` to `/api`.
+fn post(body: &str) -> Request {
+    Request::post("/api", "application/json", body.as_bytes().to_vec())
+}
+
 /// Sends the steps in order; what went wrong, by step.
 fn run_steps(fx: &Fixture, steps: &[(&str, Request, u16)]) -> Vec<String> {
     steps.iter().filter_map(|(name, req, want)| wrong(fx, req, *want).map(|why| format!("{name}: {why}"))).collect()
@@ -212,8 +223,7 @@ fn repeated_quiet_bodies_pass_and_changed_ones_are_inspected() {
     ];
     let config = config_of(&rules);
     let fx = Fixture::start("quiet-bodies", &config);
-    let post = |body: &str| Request::post("/api", "application/json", body.as_bytes().to_vec());
-    let (one, two, bad) = (r#"{"a":"hello world"}"#, r#"{"a":"goodbye wor"}"#, r#"{"a":"attack!!!!!"}"#);
+    let (one, two, bad) = (QUIET_ONE, QUIET_TWO, QUIET_BAD);
     let parts = |r: Request| r.paced(4, std::time::Duration::from_millis(15));
     let steps: Vec<(&str, Request, u16)> = vec![
         ("first", post(one), 200),
@@ -246,8 +256,7 @@ fn quiet_bodies_interleaved_keep_their_verdicts() {
     ];
     let config = config_of(&rules);
     let fx = Fixture::start("quiet-interleaved", &config);
-    let post = |body: &str| Request::post("/api", "application/json", body.as_bytes().to_vec());
-    let (one, two, bad) = (r#"{"a":"hello world"}"#, r#"{"a":"goodbye wor"}"#, r#"{"a":"attack!!!!!"}"#);
+    let (one, two, bad) = (QUIET_ONE, QUIET_TWO, QUIET_BAD);
     let failures = std::sync::Mutex::new(Vec::new());
     std::thread::scope(|s| {
         for t in 0..8usize {
