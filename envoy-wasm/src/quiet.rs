@@ -16,7 +16,7 @@
 use std::rc::Rc;
 use std::sync::Arc;
 
-use wafer::body::pairs::same_but;
+use wafer::body::pairs::{same_except, value_range};
 use wafer::Ruleset;
 
 /// The largest header block or body a stream copies to become a record (and the largest
@@ -31,6 +31,9 @@ pub(crate) struct Record {
     pub(crate) ruleset: Arc<Ruleset>,
     /// Its header block as the host serialized it.
     block: Vec<u8>,
+    /// Where its `x-request-id` value lies in `block` (found once: every request that is not
+    /// a record's is compared with each record).
+    id: Option<std::ops::Range<usize>>,
     /// The body bytes the engine was given; `None` when it was given no body (there was
     /// none, or the rule set reads none).
     body: Option<Vec<u8>>,
@@ -65,7 +68,7 @@ pub(crate) struct Records {
 impl Records {
     /// The slot whose record has this rule set and this block but for the id.
     fn find(&self, ruleset: &Arc<Ruleset>, block: &[u8]) -> Option<usize> {
-        self.slots.iter().position(|r| r.as_ref().is_some_and(|r| Arc::ptr_eq(&r.ruleset, ruleset) && same_but(&r.block, block, b"x-request-id")))
+        self.slots.iter().position(|r| r.as_ref().is_some_and(|r| Arc::ptr_eq(&r.ruleset, ruleset) && same_except(&r.block, block, r.id.clone())))
     }
 
     /// What the records say of a request, given its header block: `reads_body` when the engine
@@ -147,7 +150,8 @@ impl Candidate {
             return;
         }
         let body = self.with_body.then(|| std::mem::take(&mut self.body));
-        let record = Rc::new(Record { ruleset: ruleset.clone(), block: std::mem::take(&mut self.block), body });
+        let block = std::mem::take(&mut self.block);
+        let record = Rc::new(Record { ruleset: ruleset.clone(), id: value_range(&block, b"x-request-id"), block, body });
         if let Some(old) = records.keep(record).and_then(|old| Rc::try_unwrap(old).ok()) {
             self.block = old.block;
             self.body = old.body.unwrap_or_default();

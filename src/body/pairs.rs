@@ -118,11 +118,22 @@ pub fn block_spans(block: &[u8]) -> BlockSpans<'_> {
 /// in the same order (the lengths table is part of the bytes compared). Blocks of different
 /// lengths are not the same (a host's request ids all have one length).
 pub fn same_but(a: &[u8], b: &[u8], except: &[u8]) -> bool {
+    a.len() == b.len() && same_except(a, b, value_range(a, except))
+}
+
+/// The range of the value of the first pair of `block` (see [`block_spans`]) named `name`.
+pub fn value_range(block: &[u8], name: &[u8]) -> Option<std::ops::Range<usize>> {
+    block_spans(block).find(|(n, _)| block.get(n.clone()) == Some(name)).map(|(_, v)| v)
+}
+
+/// [`same_but`] with the range of `a`'s value already found ([`value_range`]): the same
+/// bytes but for that range, which `b` holds at the same place.
+pub fn same_except(a: &[u8], b: &[u8], except: Option<std::ops::Range<usize>>) -> bool {
     if a.len() != b.len() {
         return false;
     }
-    match block_spans(a).find(|(name, _)| a.get(name.clone()) == Some(except)) {
-        Some((_, v)) => a.get(..v.start) == b.get(..v.start) && a.get(v.end..) == b.get(v.end..),
+    match except {
+        Some(v) => a.get(..v.start) == b.get(..v.start) && a.get(v.end..) == b.get(v.end..),
         None => a == b,
     }
 }
