@@ -792,8 +792,23 @@ impl Memo {
         }
         self.next_gen += 1;
         let gen = self.next_gen;
+        // The oldest sources give their buffers to the new ones (no allocation per request
+        // once SOURCES_KEPT have been seen, the body's buffers aside).
+        let mut s = match self.sources.len() >= SOURCES_KEPT {
+            true => self.sources.pop(),
+            false => None,
+        }
+        .unwrap_or_else(|| Sources { line: Default::default(), body: None, removals: Vec::new(), gen });
         self.sources.truncate(SOURCES_KEPT - 1);
-        self.sources.insert(0, Sources { line: line.map(<[u8]>::to_vec), body: body.map(|(p, b)| (p.to_vec(), b.to_vec())), removals: removals.to_vec(), gen });
+        for (to, from) in s.line.iter_mut().zip(line) {
+            to.clear();
+            to.extend_from_slice(from);
+        }
+        s.body = body.map(|(p, b)| (p.to_vec(), b.to_vec()));
+        s.removals.clear();
+        s.removals.extend_from_slice(removals);
+        s.gen = gen;
+        self.sources.insert(0, s);
         Some(gen)
     }
 
