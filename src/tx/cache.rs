@@ -862,13 +862,15 @@ impl Memo {
         if r.raw.len() != raw.len() {
             return None;
         }
-        // Counted first: most lists of new values differ at more places, and then nothing
-        // is allocated.
-        let differs = |(a, b): &(&Option<Rc<Interned>>, &RawItem)| !a.as_ref().is_some_and(|a| Rc::ptr_eq(a, &b.v));
-        if r.raw.iter().zip(raw.iter()).filter(differs).take(most + 1).count() > most {
-            return None;
+        let mut at = Vec::new();
+        for (i, (a, b)) in r.raw.iter().zip(raw.iter()).enumerate() {
+            if !a.as_ref().is_some_and(|a| Rc::ptr_eq(a, &b.v)) {
+                if at.len() >= most {
+                    return None;
+                }
+                at.push(i);
+            }
         }
-        let at = r.raw.iter().zip(raw.iter()).enumerate().filter(|(_, p)| differs(p)).map(|(i, _)| i).collect();
         Some((r.clone(), at))
     }
 
