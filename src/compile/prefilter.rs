@@ -274,7 +274,8 @@ impl Prefilter {
         let class = |b: u8| self.byte_class.get(usize::from(b)).copied().unwrap_or(0);
         let mut classes = v.iter().take(HEAD).fold(0u64, |c, &b| c | class(b));
         let mut win = v.iter().take(HEAD).rev().fold(0u32, |k, &b| k << 8 | u32::from(lower_t(b)));
-        for i in 0..v.len().saturating_sub(1) {
+        // The test of the position whose window is `win`.
+        let at = |i: usize, win: u32, out: &mut Satisfied| {
             let w2 = (win & 0xffff) as usize;
             let h3 = hash3(win);
             let two = t.two.get(w2 >> 6).map_or(0, |w| w >> (w2 & 63));
@@ -282,9 +283,20 @@ impl Prefilter {
             if (two | three) & 1 != 0 {
                 self.heads_at(win, two & 1 != 0, three & 1 != 0, v.get(i..).unwrap_or_default(), out);
             }
-            let next = v.get(i + HEAD).copied();
-            classes |= next.map_or(0, class);
-            win = win >> 8 | next.map_or(0, |b| u32::from(lower_t(b)) << 24);
+        };
+        // While bytes enter the window (the bulk of the value: one iterator step and no
+        // bounds check per position), then its last positions, zeros entering.
+        let mut i = 0;
+        for &b in v.get(HEAD..).unwrap_or_default() {
+            at(i, win, out);
+            classes |= class(b);
+            win = win >> 8 | u32::from(lower_t(b)) << 24;
+            i += 1;
+        }
+        while i + 1 < v.len() {
+            at(i, win, out);
+            win >>= 8;
+            i += 1;
         }
         classes
     }
