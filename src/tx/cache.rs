@@ -547,9 +547,12 @@ impl Interned {
 pub(crate) struct GroupRecord {
     /// Distinct for every record of the memo (see `Group::record`).
     pub id: u64,
-    /// The raw values' entries, in order; none where the value (or what the chain made of
-    /// it) is not a memo entry.
-    raw: Vec<Option<Rc<Interned>>>,
+    /// The raw values' entries, in order; none where the value is not a memo entry. Shared
+    /// by the records made from the same list in a phase (see [`Cache::record_base`]).
+    base: Base,
+    /// The places (ascending) where what the chain made of the value is not a memo entry,
+    /// though the value is one: the record has no entry there either.
+    holes: Vec<usize>,
     /// As `Group::changed`.
     pub changed: Vec<(usize, Rc<Interned>)>,
     pub union: Option<Satisfied>,
@@ -569,12 +572,27 @@ pub(crate) struct GroupRecord {
 
 /// What a record of `g` takes (see [`GroupRecord::bytes`]).
 impl GroupRecord {
+    /// The record's entry at place `i`.
+    fn entry(&self, i: usize) -> Option<&Rc<Interned>> {
+        if self.holes.binary_search(&i).is_ok() {
+            return None;
+        }
+        self.base.get(i)?.as_ref()
+    }
+
     /// Whether the record has no entry at any of places `at` (values that were not memo
     /// entries) and `raw` has none there either.
     pub fn open_at(&self, at: &[usize], raw: &[RawItem]) -> bool {
-        at.iter().all(|&i| self.raw.get(i).is_some_and(Option::is_none) && raw.get(i).is_some_and(|item| !item.v.kept))
+        at.iter().all(|&i| i < self.base.len() && self.entry(i).is_none() && raw.get(i).is_some_and(|item| !item.v.kept))
     }
 }
+
+/// A list's entries as records keep them (see [`GroupRecord::base`]).
+pub(crate) type Base = Rc<[Option<Rc<Interned>>]>;
+
+/// The places where a record's base and a list differ (see [`Cache::record_diffs`]); None:
+/// more than the most a near group may have.
+type Diff = Option<Rc<[usize]>>;
 
 fn record_bytes(g: &Group) -> usize {
     g.raw.len() * std::mem::size_of::<Rc<Interned>>() + g.changed.len() * std::mem::size_of::<(usize, Rc<Interned>)>()
@@ -854,17 +872,49 @@ impl Memo {
     ///
     /// Also when the values differ at up to `most` places only (the same number of values):
     /// the places where they differ are given with it (ascending; none: the same values).
-    pub fn group_record(&self, slot: Option<u32>, raw: &Rc<Vec<RawItem>>, most: usize) -> Option<(Rc<GroupRecord>, Vec<usize>)> {
+    ///
+    /// The places where the record's base differs from `raw` are found once per phase for
+    /// all the records of that base (`diffs`, the cache's [`Cache::record_diffs`]); then
+    /// the record's holes join them.
+    pub fn group_record(&self, slot: Option<u32>, raw: &Rc<Vec<RawItem>>, most: usize, diffs: &mut FxMap<(usize, usize), (Base, Diff)>) -> Option<(Rc<GroupRecord>, Vec<usize>)> {
         let r = self.groups.get(slot? as usize)?.as_ref()?;
         if r.group.as_ref().is_some_and(|g| Rc::ptr_eq(&g.raw, raw)) {
             return Some((r.clone(), Vec::new()));
         }
-        if r.raw.len() != raw.len() {
+        if r.base.len() != raw.len() {
             return None;
         }
-        let mut at = Vec::new();
-        for (i, (a, b)) in r.raw.iter().zip(raw.iter()).enumerate() {
-            if !a.as_ref().is_some_and(|a| Rc::ptr_eq(a, &b.v)) {
+        // Keyed by both addresses: the entry holds the base and the cache the list for the
+        // phase, so neither address names another list meanwhile.
+        let key = (Rc::as_ptr(&r.base) as *const Option<Rc<Interned>> as usize, Rc::as_ptr(raw) as usize);
+        let (_, diff) = diffs.entry(key).or_insert_with(|| {
+            let mut at = Vec::new();
+            for (i, (a, b)) in r.base.iter().zip(raw.iter()).enumerate() {
+                if !a.as_ref().is_some_and(|a| Rc::ptr_eq(a, &b.v)) {
+                    if at.len() >= most {
+                        return (r.base.clone(), None);
+                    }
+                    at.push(i);
+                }
+            }
+            (r.base.clone(), Some(at.into()))
+        });
+        let diff = diff.as_deref()?;
+        let mut at = Vec::with_capacity(diff.len() + r.holes.len());
+        let (mut d, mut h) = (diff.iter().peekable(), r.holes.iter().peekable());
+        loop {
+            let next = match (d.peek(), h.peek()) {
+                (Some(&&a), Some(&&b)) if a == b => {
+                    d.next();
+                    h.next()
+                }
+                (Some(&&a), Some(&&b)) if a < b => d.next(),
+                (Some(_), Some(_)) => h.next(),
+                (Some(_), None) => d.next(),
+                (None, Some(_)) => h.next(),
+                (None, None) => break,
+            };
+            if let Some(&i) = next {
                 if at.len() >= most {
                     return None;
                 }
@@ -878,28 +928,25 @@ impl Memo {
     /// not memo entries (a transaction's own entries never come again: Envoy's x-request-id)
     /// and there are at most [`MEMO_GROUP_MAX`]. The record leaves those places empty (they
     /// differ from any later value).
-    pub fn record_group(&mut self, g: &Rc<Group>) {
+    ///
+    /// The entries of its list come from `cache` (see [`Cache::record_base`]).
+    pub fn record_group(&mut self, g: &Rc<Group>, cache: &mut Cache) {
         let Some(slot) = g.slot.map(|s| s as usize) else { return };
         if g.len() > MEMO_GROUP_MAX {
             return;
         }
-        // Counted before any copy (most groups of new values are not recorded); a place whose
-        // raw and changed values are both not entries counts twice, so the copy is within too.
-        let open = g.raw.iter().filter(|i| !i.v.kept).count() + g.changed.iter().filter(|(_, e)| !e.kept).count();
-        if open > near_most(g.raw.len()) {
+        let (Some(base), not_kept) = cache.record_base(&g.raw) else { return };
+        // A place whose raw and changed values are both not entries counts twice.
+        let open = not_kept + g.changed.iter().filter(|(_, e)| !e.kept).count();
+        if open > near_most(g.raw.len()) || base.len() != g.raw.len() {
             return;
         }
-        let mut raw: Vec<Option<Rc<Interned>>> = g.raw.iter().map(|i| i.v.kept.then(|| i.v.clone())).collect();
-        for (i, e) in &g.changed {
-            if !e.kept {
-                if let Some(r) = raw.get_mut(*i) {
-                    *r = None;
-                }
-            }
-        }
-        let changed = g.changed.iter().filter(|(i, _)| raw.get(*i).is_some_and(Option::is_some)).cloned().collect();
+        let base = &base;
+        let holes: Vec<usize> = g.changed.iter().filter(|(i, e)| !e.kept && base.get(*i).is_some_and(Option::is_some)).map(|(i, _)| *i).collect();
+        let entry = |i: usize| holes.binary_search(&i).is_err() && base.get(i).is_some_and(Option::is_some);
+        let changed = g.changed.iter().filter(|(i, _)| entry(*i)).cloned().collect();
         // Only a list of memo entries is one of the memo's lists (see `keep_group`).
-        let complete = raw.iter().all(Option::is_some);
+        let complete = not_kept == 0 && holes.is_empty();
         if self.groups.len() <= slot {
             self.groups.resize_with(slot + 1, || None);
         }
@@ -912,7 +959,8 @@ impl Memo {
             self.next_record += 1;
             *rec = Some(Rc::new(GroupRecord {
                 id: self.next_record,
-                raw,
+                base: base.clone(),
+                holes,
                 changed,
                 union: g.union.get().cloned(),
                 fails: g.fails.borrow().clone(),
@@ -1011,7 +1059,7 @@ impl Memo {
         };
         let records: Vec<&GroupRecord> = self.groups.iter().flatten().map(|r| &**r).collect();
         let bytes: usize = records.iter().map(|r| r.bytes).sum();
-        bytes == self.record_bytes && bytes <= MEMO_RECORD_BYTES && records.iter().all(|r| r.raw.iter().flatten().all(held) && r.changed.iter().all(|(_, e)| held(e))) && self.lists.values().all(|l| l.iter().all(|i| held(&i.v))) && self.list_bytes <= MEMO_RECORD_BYTES
+        bytes == self.record_bytes && bytes <= MEMO_RECORD_BYTES && records.iter().all(|r| r.base.iter().flatten().all(held) && r.changed.iter().all(|(_, e)| held(e))) && self.lists.values().all(|l| l.iter().all(|i| held(&i.v))) && self.list_bytes <= MEMO_RECORD_BYTES
     }
 
     /// Values held.
@@ -1042,6 +1090,12 @@ pub(crate) struct Cache {
     /// A target list (by the address of its `Rc`, alive while `lists` holds it: cleared with
     /// it) -> what any of its values satisfies (see [`Group::union`]).
     pub list_unions: FxMap<usize, Satisfied>,
+    /// A target list (as `list_unions`) -> its entries as group records keep them, and how
+    /// many of its values are not memo entries (see [`Cache::record_base`]).
+    record_bases: FxMap<usize, (Option<Base>, usize)>,
+    /// (a record base, a target list) by address -> where they differ (see
+    /// [`Memo::group_record`]); the entry holds the base for the phase.
+    pub record_diffs: FxMap<(usize, usize), (Base, Diff)>,
     /// (target id, removal mask) -> that one target's collected values, for the current phase.
     pub targets: FxMap<(u32, u32), Rc<Vec<RawItem>>>,
     /// (target signature, chain id) -> the prepared values, for the current phase, when
@@ -1176,6 +1230,8 @@ impl Cache {
             raw: FxMap::with_capacity_and_hasher(n(64), Default::default()),
             lists: FxMap::with_capacity_and_hasher(n(64), Default::default()),
             list_unions: FxMap::default(),
+            record_bases: FxMap::default(),
+            record_diffs: FxMap::default(),
             targets: FxMap::with_capacity_and_hasher(n(64), Default::default()),
             groups: FxMap::with_capacity_and_hasher(n(128), Default::default()),
             slots: Vec::new(),
@@ -1287,6 +1343,22 @@ impl Cache {
             }
         }
         self.list_unions.clear();
+        self.record_bases.clear();
+        self.record_diffs.clear();
+    }
+
+    /// The entries of `list` (held by `lists`) as group records keep them, once per phase for
+    /// all its groups' records, and how many of its values are not memo entries; no entries
+    /// when those are too many for a record ([`near_most`]: most lists of new values).
+    pub(crate) fn record_base(&mut self, list: &Rc<Vec<RawItem>>) -> (Option<Base>, usize) {
+        self.record_bases
+            .entry(Rc::as_ptr(list) as usize)
+            .or_insert_with(|| {
+                let not_kept = list.iter().filter(|i| !i.v.kept).count();
+                let base = (not_kept <= near_most(list.len())).then(|| list.iter().map(|i| i.v.kept.then(|| i.v.clone())).collect());
+                (base, not_kept)
+            })
+            .clone()
     }
 
     /// Puts group `g` in slot `s` (see `slots`); false when there is no such slot.

@@ -650,7 +650,7 @@ fn group(t: &Transaction, link: &Rule, head: &Rule) -> Option<std::rc::Rc<Group>
     let most = super::cache::near_most(list.len());
     let mut seeded = None;
     let mut near = false;
-    let g = match memo.group_record(slot32, &list, most) {
+    let g = match memo.group_record(slot32, &list, most, &mut cache.record_diffs) {
         // The same values as the last group of this slot: its changed values, union and
         // operators known false on all values.
         Some((rec, at)) if at.is_empty() && rec.group.as_ref().is_some_and(|g| std::rc::Rc::ptr_eq(&g.raw, &list)) => {
@@ -730,7 +730,7 @@ fn group(t: &Transaction, link: &Rule, head: &Rule) -> Option<std::rc::Rc<Group>
                     cache.prepare(&item.v, link.chain_id, link.multi_match, &link.transforms, &link.step_triggers, &mut memo, &mut |e| changed.push((i, e)));
                 }
             });
-            memo.record_group(&g);
+            memo.record_group(&g, &mut cache);
             g
         }
     };
@@ -744,7 +744,7 @@ fn group(t: &Transaction, link: &Rule, head: &Rule) -> Option<std::rc::Rc<Group>
         let _ = g.union.set(u);
     }
     if near {
-        memo.record_group(&g);
+        memo.record_group(&g, &mut t.cache.borrow_mut());
     }
     if let (Some(s), Some(gen)) = (slot, gen) {
         memo.tag_group(s, &g, gen);

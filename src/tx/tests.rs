@@ -992,6 +992,44 @@ SecRule ARGS "@rx ^bad$" "id:4,phase:2,deny,status:403,t:none,t:urlDecodeUni"
     assert!(rs_memo_ok(&rs));
 }
 
+/// A record leaves a place empty where the value is a memo entry but what the chain made of
+/// it is not yet (a hole): the next group with the very same values must still run the chain
+/// there, not take the raw value for its result.
+#[test]
+fn a_record_with_a_hole_still_runs_the_chain_there() {
+    let rs = rules(
+        r#"SecRuleEngine On
+SecRequestBodyAccess On
+SecRule REQUEST_HEADERS "@rx ^nothing-here$" "id:9,phase:1,pass,nolog,t:none"
+SecRule ARGS "@rx ^evil$" "id:2,phase:2,deny,status:403,t:none,t:lowercase"
+"#,
+    );
+    let body = |v: &str| (0..40).map(|i| if i == 7 { format!("k7={v}") } else { format!("k{i}=v{i}") }).collect::<Vec<_>>().join("&");
+    let runs = |rid: &str, header: &str, v: &str| {
+        let mut tx = Transaction::new(rs.clone(), "h".into());
+        tx.process_uri("/form", "POST", "HTTP/1.1");
+        tx.add_request_header(b"Content-Type", FORM.1.as_bytes());
+        tx.add_request_header(b"x-v", header.as_bytes());
+        tx.add_request_header(b"x-request-id", rid.as_bytes());
+        let mut blocked = tx.process_request_headers();
+        if blocked.is_none() {
+            let _ = tx.append_request_body(body(v).as_bytes());
+            blocked = tx.process_request_body();
+        }
+        blocked.and_then(|i| i.rule_id)
+    };
+    for r in 0..4 {
+        assert_eq!(runs(&format!("w{r}"), "x", "plain"), None);
+    }
+    // EVIL seen once (a header), then as the argument: an entry now, its lowercase form not.
+    assert_eq!(runs("a", "EVIL", "plain"), None);
+    assert_eq!(runs("b", "x", "EVIL"), Some(2));
+    // The same values again: the record of the last group has a hole at k7.
+    assert_eq!(runs("c", "x", "EVIL"), Some(2));
+    assert_eq!(runs("d", "x", "EVIL"), Some(2));
+    assert!(rs_memo_ok(&rs));
+}
+
 /// An ARGS list collected from the very same query string, body (and body processor) and
 /// runtime removals as a request before is that request's list, not collected again: the
 /// verdicts follow whatever of these changed, including which ctl made each removal (the
