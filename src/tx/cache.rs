@@ -914,13 +914,14 @@ impl Memo {
                 (None, Some(_)) => h.next(),
                 (None, None) => break,
             };
-            if let Some(&i) = next {
+            if let Some(&i) = next.filter(|&&i| at.last() != Some(&i)) {
                 if at.len() >= most {
                     return None;
                 }
                 at.push(i);
             }
         }
+        debug_assert!(at.windows(2).all(|w| w.first() < w.last()), "places ascending, each once");
         Some((r.clone(), at))
     }
 
@@ -942,7 +943,9 @@ impl Memo {
             return;
         }
         let base = &base;
-        let holes: Vec<usize> = g.changed.iter().filter(|(i, e)| !e.kept && base.get(*i).is_some_and(Option::is_some)).map(|(i, _)| *i).collect();
+        // (A multiMatch group has several changed values at a place: one hole for them.)
+        let mut holes: Vec<usize> = g.changed.iter().filter(|(i, e)| !e.kept && base.get(*i).is_some_and(Option::is_some)).map(|(i, _)| *i).collect();
+        holes.dedup();
         let entry = |i: usize| holes.binary_search(&i).is_err() && base.get(i).is_some_and(Option::is_some);
         let changed = g.changed.iter().filter(|(i, _)| entry(*i)).cloned().collect();
         // Only a list of memo entries is one of the memo's lists (see `keep_group`).
@@ -1645,5 +1648,35 @@ mod fx_tests {
         assert_eq!(h("header_name_920450_host"), h("header_name_920450_host"));
         assert_ne!(h("header_name_920450_host"), h("header_name_920450_hosu"));
         assert_ne!(h("anomaly_score_pl1"), h("anomaly_score_pl2"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(b: &[u8], kept: bool) -> RawItem {
+        RawItem { prefix: "ARGS", key: None, v: Rc::new(Interned::new(Rc::from(b), kept)) }
+    }
+
+    /// A multiMatch group has a changed value per step at a place: where none of them is a
+    /// memo entry, its record has one hole there, and a group of the same values is near at
+    /// that one place (found by fuzzing: the place given once per step made a near group run
+    /// more values than it has).
+    #[test]
+    fn a_multimatch_record_has_one_hole_per_place() {
+        let mut cache = Cache::default();
+        let mut memo = Memo::new();
+        let list = Rc::new(vec![item(b"x", true), item(b"%42AD", true), item(b"y", true)]);
+        let steps: Vec<Rc<Interned>> = [&b"BAD"[..], b"bad"].iter().map(|b| Rc::new(Interned::new(Rc::from(*b), false))).collect();
+        let g = cache.new_group(list.clone(), true, Some(0), |_, changed| changed.extend(steps.iter().map(|e| (1, e.clone()))));
+        memo.record_group(&g, &mut cache);
+        let (rec, at) = memo.group_record(Some(0), &list, near_most(list.len()), &mut cache.record_diffs).expect("a near record");
+        assert_eq!(at, vec![1]);
+        assert!(!rec.open_at(&[1], &list), "the raw value is an entry");
+        // A list that also differs at another place: both places, once each, in order.
+        let other = Rc::new(vec![item(b"x2", false), list[1].clone(), list[2].clone()]);
+        let (_, at) = memo.group_record(Some(0), &other, near_most(other.len()), &mut cache.record_diffs).expect("a near record");
+        assert_eq!(at, vec![0, 1]);
     }
 }
