@@ -812,12 +812,9 @@ impl Memo {
         let gen = self.next_gen;
         // The oldest sources give their buffers to the new ones (no allocation per request
         // once SOURCES_KEPT have been seen, the body's buffers aside).
-        let mut s = match self.sources.len() >= SOURCES_KEPT {
-            true => self.sources.pop(),
-            false => None,
-        }
-        .unwrap_or_else(|| Sources { line: Default::default(), body: None, removals: Vec::new(), gen });
-        self.sources.truncate(SOURCES_KEPT - 1);
+        self.sources.truncate(SOURCES_KEPT);
+        let oldest = if self.sources.len() == SOURCES_KEPT { self.sources.pop() } else { None };
+        let mut s = oldest.unwrap_or_else(|| Sources { line: Default::default(), body: None, removals: Vec::new(), gen });
         for (to, from) in s.line.iter_mut().zip(line) {
             to.clear();
             to.extend_from_slice(from);
