@@ -897,28 +897,13 @@ impl Memo {
             (r.base.clone(), Some(at.into()))
         });
         let diff = diff.as_deref()?;
-        let mut at = Vec::with_capacity(diff.len() + r.holes.len());
-        let (mut d, mut h) = (diff.iter().peekable(), r.holes.iter().peekable());
-        loop {
-            let next = match (d.peek(), h.peek()) {
-                (Some(&&a), Some(&&b)) if a == b => {
-                    d.next();
-                    h.next()
-                }
-                (Some(&&a), Some(&&b)) if a < b => d.next(),
-                (Some(_), Some(_)) => h.next(),
-                (Some(_), None) => d.next(),
-                (None, Some(_)) => h.next(),
-                (None, None) => break,
-            };
-            if let Some(&i) = next.filter(|&&i| at.last() != Some(&i)) {
-                if at.len() >= most {
-                    return None;
-                }
-                at.push(i);
-            }
+        // Both short (a record has at most `most` holes): merged by sorting, each place once.
+        let mut at: Vec<usize> = diff.iter().chain(&r.holes).copied().collect();
+        at.sort_unstable();
+        at.dedup();
+        if at.len() > most {
+            return None;
         }
-        debug_assert!(at.windows(2).all(|w| w.first() < w.last()), "places ascending, each once");
         Some((r.clone(), at))
     }
 
@@ -936,10 +921,9 @@ impl Memo {
         let (Some(base), not_kept) = cache.record_base(&g.raw) else { return };
         // A place whose raw and changed values are both not entries counts twice.
         let open = not_kept + g.changed.iter().filter(|(_, e)| !e.kept).count();
-        if open > near_most(g.raw.len()) || base.len() != g.raw.len() {
+        if open > near_most(g.raw.len()) {
             return;
         }
-        let base = &base;
         // (A multiMatch group has several changed values at a place: one hole for them.)
         let mut holes: Vec<usize> = g.changed.iter().filter(|(i, e)| !e.kept && base.get(*i).is_some_and(Option::is_some)).map(|(i, _)| *i).collect();
         holes.dedup();
@@ -959,7 +943,7 @@ impl Memo {
             self.next_record += 1;
             *rec = Some(Rc::new(GroupRecord {
                 id: self.next_record,
-                base: base.clone(),
+                base,
                 holes,
                 changed,
                 union: g.union.get().cloned(),

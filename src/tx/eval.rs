@@ -715,7 +715,7 @@ fn group(t: &Transaction, link: &Rule, head: &Rule) -> Option<std::rc::Rc<Group>
         }
         None => {
             let g = cache.new_group(list.clone(), link.multi_match, slot32, |cache, changed| {
-                // No transformation (t:none; a third of the CRS's groups): no value changes,
+                // No transformation (t:none): no value changes,
                 // nothing to look at one by one.
                 if link.transforms.is_empty() {
                     cache.stats.chains_untouched += list.len() as u64;
