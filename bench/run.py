@@ -3,8 +3,8 @@
 
 Stdlib only. Run from the repository root (the Makefile does), after `make tools wasm bench-tools`:
 
-    python3 bench/run.py --mode full     # ~15 min: writes bench/results/<date>.{md,json,png}
-    python3 bench/run.py --mode quick    # ~2 min: writes bench/results/<date>-quick.{md,json,png}
+    python3 bench/run.py --mode full     # ~25 min: writes bench/results/<date>.{md,json,png}
+    python3 bench/run.py --mode quick    # ~4 min: writes bench/results/<date>-quick.{md,json,png}
 
 Every target runs alone on CPU SUT_CPU (Envoy --concurrency 1, nginx worker_processes 1); the
 load generator (wrk / oha) and the upstream (nginx `return 200`) share CPU AUX_CPU. Targets are
@@ -16,11 +16,18 @@ distributions, Envoy's downstream_rq_{1,3,4,5}xx and wafer's interruption/error 
 "ModSecurity: Access denied" in nginx's log); INVALID cells are reported as such and never used
 for ratios or bars.
 
-Environment overrides (defaults: full / quick): DURATION (10 / 5 s), WARMUP (2 / 1 s),
+A target's max-throughput cell and vanilla Envoy's run in turn: SLICE-second slices of the same
+request, the target's then vanilla Envoy's (which waits idle on the same CPU), DURATION s of each;
+the ratio is the target's requests per second over all its slices against vanilla Envoy's over
+the slices in between. This 2-core VM's speed drifts by tens of % within minutes (vanilla Envoy
+alone: 10,600-17,000 req/s in one run), so a reference measured seconds apart from the target,
+under the same drift, is what makes the ratio mean something.
+
+Environment overrides (defaults: full / quick): DURATION (8 / 6 s: each target's max throughput,
+and its paired vanilla Envoy's), SLICE (2 s), WARMUP (2 / 1 s),
 CONNS (64), RATE (250 req/s), RATE_DURATION (12 / 5 s), RATE_CONNS (16), READY_RUNS (3 / 1),
-REF_DURATION (4 / 3 s: the paired vanilla Envoy run after each max-throughput cell),
 WORKER_DURATION (5 / 3 s: the GET load of the per-worker memory runs, --concurrency 1 and 2),
-TIME_BUDGET (1140 / 170 s: its slack beyond the planned work goes to waiting for a quiet machine and
+TIME_BUDGET (1500 / 230 s: its slack beyond the planned work goes to waiting for a quiet machine and
 re-measuring noisy cells), RETRIES (2 / 1 re-runs of a noisy cell), QUIET_MAX (10 % of a CPU),
 SUT_CPU (0), AUX_CPU (1), PORT_BASE (28080), ENVOY_BIN, WASM, CRS_DIR, PEERS_DIR (../shared/peers),
 BENCH_PYTHON (python with matplotlib for the chart), RESULTS_DIR (bench/results),
@@ -77,6 +84,33 @@ def noisy(c):
     return foreign > NOISY_PCT
 
 
+def merged(slices):
+    """One cell from the slices of a paired cell (see Bench.paired_cell): requests and CPU time
+    summed, shares of a CPU weighted by each slice's wall time, problems of every slice."""
+    c = dict(slices[0])
+    wall = sum(x.get("wall_s", 0) for x in slices) or 1.0
+    for k in ("target_cpu_pct", "upstream_cpu_pct", "loadgen_cpu_pct", "cpu_sut_busy_pct", "cpu_aux_busy_pct",
+              "steal_sut_pct", "foreign_cpu_pct"):
+        if all(x.get(k) is not None for x in slices):
+            c[k] = round(sum(x[k] * x.get("wall_s", 0) for x in slices) / wall, 1)
+    for k in ("requests", "envoy_2xx", "wafer_transactions", "rule_log_lines", "target_cpu_s", "load_s",
+              "wall_s", "duration_s"):
+        if all(x.get(k) is not None for x in slices):
+            c[k] = round(sum(x[k] for x in slices), 3)
+    c["foreign_top"] = max(slices, key=lambda x: x.get("foreign_cpu_pct") or 0).get("foreign_top", [])
+    c["problems"] = [f"slice {i + 1}: {p}" for i, x in enumerate(slices) for p in x.get("problems", [])]
+    c["valid"] = all(x.get("valid") for x in slices)
+    c["rss_after_kb"] = slices[-1].get("rss_after_kb")
+    c["slices_rps"] = [x.get("rps") for x in slices]
+    if c.get("load_s") and c.get("requests") is not None:
+        c["rps"] = round(c["requests"] / c["load_s"], 1)
+        c["cpu_s_per_1k"] = round(1000 * c["target_cpu_s"] / c["requests"], 4) if c["requests"] else None
+    for k in ("closed_p50_ms", "closed_p99_ms"):
+        v = [x[k] for x in slices if x.get(k) is not None]
+        c[k] = statistics.median(v) if v else None
+    return c
+
+
 def env(name, default):
     v = os.environ.get(name)
     return v if v not in (None, "") else default
@@ -119,6 +153,11 @@ ALL_TARGETS = [
     # The same module with V8's compiled code for this Envoy (scripts/precompile.py) and the filter's
     # `allow_precompiled: true`: start-up and idle memory only (the code that runs is the same).
     ("wafer-crs-pl1-precompiled", "wafer CRS PL1, precompiled", "envoy", wafer_config(CRS_PL1)),
+    # The floor of a proxy-wasm filter (bench/conf/minimal-filter.wat; the plugin configuration is the
+    # filter's string): no host call at all, the ceiling a WAF's throughput is measured against.
+    ("empty-filter", "empty proxy-wasm filter", "envoy", ""),
+    # Only with TARGETS=...: the same module reading the request headers, as any WAF must.
+    ("headers-filter", "minimal filter, reads the request headers", "envoy", "headers"),
     # Only with TARGETS=...: the protections alone (no rule set), their cost against vanilla Envoy.
     ("wafer-protect-only", "wafer, every protection, no rules", "envoy", ALL_PROTECTIONS),
     ("modsec-crs-pl1", "nginx+ModSecurity CRS PL1", "nginx", 1),
@@ -127,6 +166,7 @@ ALL_TARGETS = [
 # Targets measured for start-up only: ready (READY_RUNS starts), idle RSS, one checked request of each
 # shape; no load.
 STARTUP_ONLY = {"wafer-crs-pl1-precompiled"}
+MINIMAL = {"empty-filter", "headers-filter"}
 PRECOMPILED = {"wafer-crs-pl1-precompiled"}
 
 # name, label, body file (None: GET)
@@ -136,12 +176,13 @@ ALL_SHAPES = [("get", "GET", None), ("get-varied", "GET, new values", None), ("p
 POST_PATH = "/api/v1/orders"
 
 MODES = {
-    "full": dict(targets=[t[0] for t in ALL_TARGETS if t[0] != "wafer-protect-only"], shapes=[s[0] for s in ALL_SHAPES],
-                 rate_shapes=["get", "post1k", "post10k", "post50k"], duration=10, warmup=2, rate_duration=12,
-                 ready_runs=3, ref_duration=4, budget=1320, retries=2, worker_duration=5),
-    "quick": dict(targets=["envoy", "wafer-headers-only", "wafer-targeted", "wafer-crs-pl1", "wafer-crs-pl1-precompiled"],
-                  shapes=["get", "get-varied", "post1k"], rate_shapes=["get"], duration=5, warmup=1, rate_duration=5,
-                  ready_runs=1, ref_duration=3, budget=200, retries=1, worker_duration=3),
+    "full": dict(targets=[t[0] for t in ALL_TARGETS if t[0] not in ("wafer-protect-only", "headers-filter")],
+                 shapes=[s[0] for s in ALL_SHAPES],
+                 rate_shapes=["get", "post1k", "post10k", "post50k"], duration=8, warmup=2, rate_duration=12,
+                 ready_runs=3, budget=1500, retries=2, worker_duration=5),
+    "quick": dict(targets=["envoy", "empty-filter", "wafer-headers-only", "wafer-targeted", "wafer-crs-pl1", "wafer-crs-pl1-precompiled"],
+                  shapes=["get", "get-varied", "post1k"], rate_shapes=["get"], duration=6, warmup=1, rate_duration=5,
+                  ready_runs=1, budget=230, retries=1, worker_duration=3),
 }
 
 # Per-worker memory: these targets are started again at --concurrency 1 and 2 (own ports).
@@ -379,7 +420,8 @@ class Bench:
         self.rate_duration = int(env("RATE_DURATION", m["rate_duration"]))
         self.rate_conns = int(env("RATE_CONNS", 16))
         self.ready_runs = int(env("READY_RUNS", m["ready_runs"]))
-        self.ref_duration = int(env("REF_DURATION", m["ref_duration"]))
+        self.slice_s = max(1, int(env("SLICE", 2)))
+        self.rounds = max(1, self.duration // self.slice_s)
         # Waiting for a quiet machine and re-running noisy cells use the slack of TIME_BUDGET s.
         self.budget = float(env("TIME_BUDGET", m["budget"]))
         self.retries = int(env("RETRIES", m["retries"]))
@@ -406,6 +448,7 @@ class Bench:
         self.upstream = None
         self.single_s = {}  # (target, shape) -> seconds of one request alone
         self.ref_pids = []  # vanilla Envoy while it waits as the paired reference
+        self.vary_from = 0  # first request number of the next wrk run of "GET, new values"
         self.cells = []  # dicts
         self.tinfo = {}  # target -> dict (ready, rss, versions ...)
         self.notes = []
@@ -447,6 +490,13 @@ class Bench:
         self.wasm = os.path.join(self.run_dir, "wafer.wasm")
         shutil.copyfile(self.wasm_src, self.wasm)
         self.wasm_precompiled = None
+        self.minimal_wasm = None
+        if any(t[0] in MINIMAL for t in self.targets):
+            self.minimal_wasm = os.path.join(self.run_dir, "minimal-filter.wasm")
+            p = subprocess.run(["wasm-opt", os.path.join(HERE, "conf", "minimal-filter.wat"), "-o", self.minimal_wasm],
+                               capture_output=True, text=True)
+            if p.returncode != 0:
+                raise SystemExit(f"[bench] wasm-opt could not assemble bench/conf/minimal-filter.wat:\n{p.stderr}")
         if any(t[0] in PRECOMPILED for t in self.targets):
             # Made from this copy by this Envoy (it runs only in the Envoy build that made it).
             self.wasm_precompiled = os.path.join(self.run_dir, "wafer-precompiled.wasm")
@@ -564,9 +614,10 @@ class Bench:
         wasm_filter = ""
         if plugin is not None:
             pre = name in PRECOMPILED
+            wasm = self.wasm_precompiled if pre else self.minimal_wasm if name in MINIMAL else self.wasm
             wasm_filter = self.render("wasm-filter.yaml", os.path.join(self.run_dir, f"{name}-filter.yaml"),
-                                      PLUGIN_CONFIG=json.dumps(json.dumps(plugin)),
-                                      WASM=self.wasm_precompiled if pre else self.wasm)
+                                      PLUGIN_CONFIG=json.dumps(plugin if isinstance(plugin, str) else json.dumps(plugin)),
+                                      WASM=wasm)
             wasm_filter = open(wasm_filter).read().rstrip("\n")
             if pre:
                 runtime = "runtime: envoy.wasm.runtime.v8"
@@ -784,7 +835,10 @@ class Bench:
         get = sname.startswith("get")
         e = {"WRK_HEADERS_FILE": self.headers_file, "WRK_METHOD": "GET" if get else "POST",
              "WRK_PATH": self.get_path if get else POST_PATH,
-             "WRK_BODY_FILE": self.bodies.get(sname, ""), "WRK_VARY": "1" if sname == "get-varied" else ""}
+             "WRK_BODY_FILE": self.bodies.get(sname, ""), "WRK_VARY": "1" if sname == "get-varied" else "",
+             "WRK_VARY_FROM": str(self.vary_from)}
+        # Each run numbers its requests on from where the last left off (values never come again).
+        self.vary_from += 10_000_000
         argv = ["taskset", "-c", self.aux, "wrk", "-t1", f"-c{conns or self.conns}", f"-d{duration}s", "--timeout", "30s",
                 "-s", os.path.join(HERE, "conf", "wrk.lua"), f"http://127.0.0.1:{self.ports[name][0]}"]
         return argv, e
@@ -824,7 +878,7 @@ class Bench:
         cell["rss_after_kb"] = self.rss(name, kind, p)
         rps = j["requests"] / (j["duration_us"] / 1e6)
         cell.update(m)
-        cell.update({"requests": j["requests"], "rps": round(rps, 1),
+        cell.update({"requests": j["requests"], "rps": round(rps, 1), "load_s": j["duration_us"] / 1e6,
                      "cpu_s_per_1k": round(1000 * m["target_cpu_s"] / j["requests"], 4) if j["requests"] else None,
                      "closed_p50_ms": j["latency_us"]["p50"] / 1000, "closed_p99_ms": j["latency_us"]["p99"] / 1000,
                      "cmd": " ".join(argv)})
@@ -832,6 +886,22 @@ class Bench:
             cell["problems"].append(f"Envoy counted {m['envoy_2xx']} 2xx for {j['requests']} requests")
         cell["valid"] = not cell["problems"]
         return cell
+
+    def paired_cell(self, t, p, shape, ref):
+        """Target t's max-throughput cell and its paired vanilla Envoy cell, measured in turn:
+        `rounds` slices of SLICE s each, the target's then vanilla Envoy's, after a warm-up of
+        each. Returns the target's cell (all its slices) with the reference's under "_ref"."""
+        rt, rp = ref
+        mine, theirs = [], []
+        for i in range(self.rounds):
+            mine.append(self.max_cell(t, p, shape, self.slice_s, self.warmup if i == 0 else 0))
+            theirs.append(self.max_cell(rt, rp, shape, self.slice_s, 1 if i == 0 else 0, "ref"))
+        c, r = merged(mine), merged(theirs)
+        c["pair_ratios"] = [round(a["rps"] / b["rps"], 4) if a.get("rps") and b.get("rps") else None
+                            for a, b in zip(mine, theirs)]
+        r["for_target"] = t[0]
+        c["_ref"] = r
+        return c
 
     def rate_cell(self, t, p, shape):
         name, label, kind, _ = t
@@ -893,16 +963,17 @@ class Bench:
             t += self.startup_est(target)
             if target[0] in STARTUP_ONLY:
                 continue
-            t += len(self.shapes) * (self.warmup + self.duration + 1.5)
+            t += len(self.shapes) * self.max_cost(target)
             t += len(self.rate_shapes) * (self.rate_duration + 1.5)
-            if self.has_ref and target[0] != "envoy":
-                t += len(self.shapes) * self.ref_cost()
             if target[0] in WORKER_TARGETS:
                 t += 2 * (self.startup_est(target) + self.worker_s + 1.5)
         return t
 
-    def ref_cost(self):
-        return 1 + self.ref_duration + 1.5
+    def max_cost(self, t):
+        """Seconds of one max-throughput cell of target t (with its paired reference if it has one)."""
+        if self.has_ref and t[0] != "envoy":
+            return self.warmup + 1 + 2 * self.rounds * (self.slice_s + 0.7)
+        return self.warmup + self.duration + 1.5
 
     def startup_est(self, t):
         return 3 + (self.ready_runs * 5 if t[2] == "envoy" and t[0] != "envoy" else 2)
@@ -938,7 +1009,7 @@ class Bench:
         c = attempt()
         self.done(cost)
         tries = [c]
-        while c["valid"] and noisy(c) and len(tries) <= self.retries and self.slack() > cost + 10:
+        while c["valid"] and (noisy(c) or noisy(c.get("_ref"))) and len(tries) <= self.retries and self.slack() > cost + 10:
             log(f"{t[1]} {s[1]}: other processes used {c['foreign_cpu_pct']}% of a CPU (target got "
                 f"{c.get('target_cpu_pct')}% of its CPU), measuring again")
             self.wait_quiet(None, limit=30)
@@ -947,15 +1018,15 @@ class Bench:
             if not n["valid"]:
                 c = n
                 break
-            c = min(tries, key=lambda x: (noisy(x), x.get("foreign_cpu_pct") or 0))
+            c = min(tries, key=lambda x: (noisy(x) or noisy(x.get("_ref")), x.get("foreign_cpu_pct") or 0))
         if len(tries) > 1:
             c["attempts_foreign_cpu_pct"] = [x.get("foreign_cpu_pct") for x in tries]
         return c
 
     def bench_target(self, t, ref=None, keep=False):
         """Starts, checks, measures and stops target t. With ref = (vanilla target, its process),
-        each max-throughput cell is followed by a short run of vanilla Envoy with the same request
-        (the paired reference of the ratio: this 2-core VM drifts by tens of % over a run)."""
+        each max-throughput cell is measured in turn with vanilla Envoy's on the same request (the
+        paired reference of the ratio, see paired_cell: this 2-core VM drifts by tens of % over a run)."""
         name, label, kind, _ = t
         # Spread the slack: each target may wait for at most its share of what is left.
         left = len(self.targets) - self.targets.index(t)
@@ -973,16 +1044,17 @@ class Bench:
                 PROCS.stop(p)
                 return None
             for s in self.shapes:
-                c = self.measure(self.max_cell, t, p, s, self.warmup + self.duration + 1.5, "max")
-                self.cells.append(c)
+                if not ref:
+                    c = self.measure(self.max_cell, t, p, s, self.max_cost(t), "max")
+                    self.cells.append(c)
+                    self.report_cell(label, s[1], c)
+                    continue
+                c = self.measure(lambda a, b, s_: self.paired_cell(a, b, s_, ref), t, p, s, self.max_cost(t), "max")
+                r = c.pop("_ref", None) or {"target": ref[0][0], "shape": s[0], "kind": "ref", "for_target": name,
+                                            "valid": False, "problems": ["the paired cell failed"]}
+                self.cells += [c, r]
                 self.report_cell(label, s[1], c)
-                if ref:
-                    rt, rp = ref
-                    r = self.measure(lambda a, b, c_: self.max_cell(a, b, c_, self.ref_duration, 1, "ref"),
-                                     rt, rp, s, self.ref_cost(), "ref")
-                    r["for_target"] = name
-                    self.cells.append(r)
-                    self.report_cell(f"{rt[1]} (reference for {label})", s[1], r)
+                self.report_cell(f"{ref[0][1]} (reference for {label})", s[1], r)
             for s in self.shapes:
                 if s[0] not in self.rate_shapes:
                     continue
@@ -1073,7 +1145,7 @@ class Bench:
         self.preflight()
         self.meta = self.machine()
         self.meta.update({"mode": self.mode, "duration_s": self.duration, "warmup_s": self.warmup,
-                          "ref_duration_s": self.ref_duration,
+                          "slice_s": self.slice_s, "rounds": self.rounds,
                           "conns": self.conns, "rate": self.rate, "rate_duration_s": self.rate_duration,
                           "rate_conns": self.rate_conns, "ready_runs": self.ready_runs,
                           "get_path": self.get_path, "post_path": POST_PATH,
@@ -1244,7 +1316,11 @@ def markdown(d, png):
     L.append(f"Targets on CPU {meta['sut_cpu']} (Envoy `--concurrency 1`, nginx `worker_processes 1`), load generator "
              f"and upstream (nginx `return 200`, 180-byte text/html) on CPU {meta['aux_cpu']}; one target at a time. "
              f"Max throughput: wrk, 1 thread, {meta['conns']} connections, {meta['duration_s']} s after a "
-             f"{meta['warmup_s']} s warm-up. Latency: oha `-q {meta['rate']} --latency-correction`, "
+             f"{meta['warmup_s']} s warm-up"
+             + (f", in {meta['rounds']} slices of {meta['slice_s']} s that take turns with as many of vanilla "
+                f"Envoy's (idle on the same CPU in between) on the same request: a target's ratio is its "
+                f"req/s over its slices against vanilla Envoy's over the slices in between"
+                if meta.get("rounds") else "") + f". Latency: oha `-q {meta['rate']} --latency-correction`, "
              f"{meta['rate_conns']} connections, {meta['rate_duration_s']} s. "
              f"GET `{meta['get_path'][:60]}…` with {len(meta['headers'])} browser headers incl. Cookie; "
              f"GET, new values: the same with the request's number appended to every query and cookie value "
@@ -1258,7 +1334,7 @@ def markdown(d, png):
         L.append("")
 
     few = lambda c: f" ‡{c['conns']}" if c.get("conns", meta["conns"]) < meta["conns"] else ""
-    L.append("## Max throughput (req/s; % of vanilla Envoy's req/s in the paired run right after)")
+    L.append("## Max throughput (req/s; % of vanilla Envoy's req/s in the paired slices)")
     L.append("")
     L.append("| target | " + " | ".join(slabels[s] for s in shapes) + " |")
     L.append("|---|" + "---:|" * len(shapes))
@@ -1280,10 +1356,17 @@ def markdown(d, png):
     if refs:
         row = []
         for s in shapes:
-            v = [c["rps"] for c in refs if c["shape"] == s and c["valid"]]
+            v = [q for c in refs if c["shape"] == s and c["valid"] for q in c.get("slices_rps") or [c["rps"]]]
             row.append(f"{fmt(min(v))} – {fmt(max(v))}" if v else "")
-        L.append(f"| *vanilla Envoy, the {len(refs) // max(1, len(shapes))} paired runs ({meta.get('ref_duration_s')} s), "
+        L.append(f"| *vanilla Envoy, its {meta.get('slice_s', '?')}-s slices paired with the targets', "
                  f"min – max* | " + " | ".join(row) + " |")
+        row = []
+        for s in shapes:
+            v = [q for c in cells if c["kind"] == "max" and c["shape"] == s and c["valid"]
+                 for q in c.get("pair_ratios") or [] if q is not None]
+            row.append(f"{100 * min(v):.0f} – {100 * max(v):.0f}%" if v else "")
+        L.append("| *a target's slice against the vanilla slice after it, min – max over all targets' pairs* | "
+                 + " | ".join(row) + " |")
     slow = [c for c in cells if c["kind"] == "max" and c.get("conns", meta["conns"]) < meta["conns"]]
     if slow:
         L.append("")

@@ -2,7 +2,8 @@
 -- WRK_HEADERS_FILE ("Name: value" per line), WRK_BODY_FILE (request body, sent with
 -- Content-Type: application/json), WRK_VARY ("1": every request gets new query-argument and
 -- cookie values, the base values with the request's number appended, as different users and
--- searches would send; headers otherwise stay). Prints one line "WRK_JSON {...}" (latencies in us).
+-- searches would send; headers otherwise stay; WRK_VARY_FROM: the number before the first request).
+-- Prints one line "WRK_JSON {...}" (latencies in us).
 local function readfile(p)
   local f = assert(io.open(p, "rb")); local s = f:read("*a"); f:close(); return s
 end
@@ -22,7 +23,7 @@ if bf and bf ~= "" then
 end
 
 if os.getenv("WRK_VARY") == "1" then
-  local n = 0
+  local n = tonumber(os.getenv("WRK_VARY_FROM") or "") or 0
   local base_path, base_cookie = wrk.path, wrk.headers["Cookie"]
   request = function()
     n = n + 1
