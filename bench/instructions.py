@@ -187,7 +187,7 @@ def by_object(path):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--wasm", required=True, help="wafer.wasm, or none for vanilla Envoy")
-    ap.add_argument("--config", help="the plugin configuration (JSON file)")
+    ap.add_argument("--config", help="the plugin configuration (JSON file; a JSON string is passed as it is, e.g. to bench/conf/minimal-filter.wat)")
     ap.add_argument("--shape", choices=["get", "get-varied", "get-mixed", "post1k"], default="get")
     ap.add_argument("-n", type=int, default=1000, help="requests counted")
     ap.add_argument("-c", type=int, default=1, help="connections (requests in flight at once)")
@@ -206,7 +206,7 @@ def main():
     if a.wasm != "none":
         cfg = json.load(open(a.config)) if a.config else {}
         filt = open(os.path.join(ROOT, "bench", "conf", "wasm-filter.yaml")).read().rstrip("\n")
-        filt = filt.replace("@PLUGIN_CONFIG@", json.dumps(json.dumps(cfg))).replace("@WASM@", os.path.abspath(a.wasm))
+        filt = filt.replace("@PLUGIN_CONFIG@", json.dumps(cfg if isinstance(cfg, str) else json.dumps(cfg))).replace("@WASM@", os.path.abspath(a.wasm))
     conf = tmpl.replace("@PORT@", str(port)).replace("@ADMIN_PORT@", str(admin)).replace("@UPSTREAM_PORT@", str(up_port)).replace("@WASM_FILTER@", filt)
     with tempfile.TemporaryDirectory() as d:
         for name, text in [("up.yaml", UPSTREAM.format(port=up_port, body=json.dumps(BODY))), ("envoy.yaml", conf)]:
