@@ -1334,7 +1334,7 @@ def markdown(d, png):
         L.append("")
 
     few = lambda c: f" ‡{c['conns']}" if c.get("conns", meta["conns"]) < meta["conns"] else ""
-    L.append("## Max throughput (req/s; % of vanilla Envoy's req/s in the paired slices)")
+    L.append("## Max throughput (req/s; % of vanilla Envoy's req/s in the paired slices; the lowest and highest of its pairs' ratios)")
     L.append("")
     L.append("| target | " + " | ".join(slabels[s] for s in shapes) + " |")
     L.append("|---|" + "---:|" * len(shapes))
@@ -1348,7 +1348,10 @@ def markdown(d, png):
             elif not c["valid"]:
                 row.append("INVALID")
             elif t != "envoy" and r is not None:
-                row.append(f"{fmt(c['rps'])} ({100 * r:.1f}%){noise(c) or noise(v)}{few(c)}")
+                q = [x for x in c.get("pair_ratios") or [] if x is not None]
+                pct = lambda x: f"{100 * x:.0f}" if x >= 0.095 else f"{100 * x:.1f}"
+                spread = f"; {pct(min(q))}–{pct(max(q))}" if len(q) > 1 else ""
+                row.append(f"{fmt(c['rps'])} ({100 * r:.1f}%{spread}){noise(c) or noise(v)}{few(c)}")
             else:
                 row.append(fmt(c["rps"]) + noise(c) + few(c))
         L.append(f"| {labels[t]} | " + " | ".join(row) + " |")
@@ -1360,13 +1363,6 @@ def markdown(d, png):
             row.append(f"{fmt(min(v))} – {fmt(max(v))}" if v else "")
         L.append(f"| *vanilla Envoy, its {meta.get('slice_s', '?')}-s slices paired with the targets', "
                  f"min – max* | " + " | ".join(row) + " |")
-        row = []
-        for s in shapes:
-            v = [q for c in cells if c["kind"] == "max" and c["shape"] == s and c["valid"]
-                 for q in c.get("pair_ratios") or [] if q is not None]
-            row.append(f"{100 * min(v):.0f} – {100 * max(v):.0f}%" if v else "")
-        L.append("| *a target's slice against the vanilla slice after it, min – max over all targets' pairs* | "
-                 + " | ".join(row) + " |")
     slow = [c for c in cells if c["kind"] == "max" and c.get("conns", meta["conns"]) < meta["conns"]]
     if slow:
         L.append("")
