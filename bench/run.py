@@ -16,10 +16,11 @@ distributions, Envoy's downstream_rq_{1,3,4,5}xx and wafer's interruption/error 
 "ModSecurity: Access denied" in nginx's log); INVALID cells are reported as such and never used
 for ratios or bars.
 
-A target's max-throughput cell and vanilla Envoy's run in turn: SLICE-second slices of the same
-request, the target's then vanilla Envoy's (which waits idle on the same CPU), DURATION s of each;
+A target's max-throughput cell and vanilla Envoy's run in turn: pairs of SLICE-second slices of
+the same request, the target's first in every other pair (vanilla Envoy waits idle on the same
+CPU), DURATION s of each;
 the ratio is the target's requests per second over all its slices against vanilla Envoy's over
-the slices in between. This 2-core VM's speed drifts by tens of % within minutes (vanilla Envoy
+its own. This 2-core VM's speed drifts by tens of % within minutes (vanilla Envoy
 alone: 10,600-17,000 req/s in one run), so a reference measured seconds apart from the target,
 under the same drift, is what makes the ratio mean something.
 
@@ -889,13 +890,16 @@ class Bench:
 
     def paired_cell(self, t, p, shape, ref):
         """Target t's max-throughput cell and its paired vanilla Envoy cell, measured in turn:
-        `rounds` slices of SLICE s each, the target's then vanilla Envoy's, after a warm-up of
-        each. Returns the target's cell (all its slices) with the reference's under "_ref"."""
+        `rounds` pairs of slices of SLICE s each, after a warm-up of each: the target's slice
+        first in even pairs, vanilla Envoy's first in odd ones (A B B A ...: a slice's place in
+        its pair cannot favour one side). Returns the target's cell (all its slices) with the
+        reference's under "_ref"."""
         rt, rp = ref
         mine, theirs = [], []
         for i in range(self.rounds):
-            mine.append(self.max_cell(t, p, shape, self.slice_s, self.warmup if i == 0 else 0))
-            theirs.append(self.max_cell(rt, rp, shape, self.slice_s, 1 if i == 0 else 0, "ref"))
+            order = [(mine, t, p, self.warmup, "max"), (theirs, rt, rp, 1, "ref")]
+            for out, tt, pp, warm, kind in (order if i % 2 == 0 else order[::-1]):
+                out.append(self.max_cell(tt, pp, shape, self.slice_s, warm if i == 0 else 0, kind))
         c, r = merged(mine), merged(theirs)
         c["pair_ratios"] = [round(a["rps"] / b["rps"], 4) if a.get("rps") and b.get("rps") else None
                             for a, b in zip(mine, theirs)]
@@ -1145,7 +1149,7 @@ class Bench:
         self.preflight()
         self.meta = self.machine()
         self.meta.update({"mode": self.mode, "duration_s": self.duration, "warmup_s": self.warmup,
-                          "slice_s": self.slice_s, "rounds": self.rounds,
+                          "slice_s": self.slice_s, "rounds": self.rounds, "abba": True,
                           "conns": self.conns, "rate": self.rate, "rate_duration_s": self.rate_duration,
                           "rate_conns": self.rate_conns, "ready_runs": self.ready_runs,
                           "get_path": self.get_path, "post_path": POST_PATH,
@@ -1318,7 +1322,9 @@ def markdown(d, png):
              f"Max throughput: wrk, 1 thread, {meta['conns']} connections, {meta['duration_s']} s after a "
              f"{meta['warmup_s']} s warm-up"
              + (f", in {meta['rounds']} slices of {meta['slice_s']} s that take turns with as many of vanilla "
-                f"Envoy's (idle on the same CPU in between) on the same request: a target's ratio is its "
+                f"Envoy's (idle on the same CPU in between) on the same request"
+                + (", the target's first in every other pair (A B B A ...)" if meta.get("abba") else "")
+                + f": a target's ratio is its "
                 f"req/s over its slices against vanilla Envoy's over the slices in between"
                 if meta.get("rounds") else "") + f". Latency: oha `-q {meta['rate']} --latency-correction`, "
              f"{meta['rate_conns']} connections, {meta['rate_duration_s']} s. "
