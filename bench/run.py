@@ -26,7 +26,8 @@ under the same drift, is what makes the ratio mean something.
 
 Environment overrides (defaults: full / quick): DURATION (8 / 6 s: each target's max throughput,
 and its paired vanilla Envoy's), SLICE (2 s), WARMUP (2 / 1 s),
-CONNS (64), RATE (250 req/s), RATE_DURATION (12 / 5 s), RATE_CONNS (16), READY_RUNS (3 / 1),
+CONNS (64), RATE (250 req/s), RATE_DURATION (12 / 6 s; the GET's in RATE_SLICE (3) s runs paired with
+vanilla Envoy's), RATE_CONNS (16), READY_RUNS (3 / 1),
 WORKER_DURATION (5 / 3 s: the GET load of the per-worker memory runs, --concurrency 1 and 2),
 TIME_BUDGET (1500 / 230 s: its slack beyond the planned work goes to waiting for a quiet machine and
 re-measuring noisy cells), RETRIES (2 / 1 re-runs of a noisy cell), QUIET_MAX (10 % of a CPU),
@@ -182,7 +183,7 @@ MODES = {
                  rate_shapes=["get", "post1k", "post10k", "post50k"], duration=8, warmup=2, rate_duration=12,
                  ready_runs=3, budget=1500, retries=2, worker_duration=5),
     "quick": dict(targets=["envoy", "empty-filter", "wafer-headers-only", "wafer-targeted", "wafer-crs-pl1", "wafer-crs-pl1-precompiled"],
-                  shapes=["get", "get-varied", "post1k"], rate_shapes=["get"], duration=6, warmup=1, rate_duration=5,
+                  shapes=["get", "get-varied", "post1k"], rate_shapes=["get"], duration=6, warmup=1, rate_duration=6,
                   ready_runs=1, budget=230, retries=1, worker_duration=3),
 }
 
@@ -423,6 +424,8 @@ class Bench:
         self.ready_runs = int(env("READY_RUNS", m["ready_runs"]))
         self.slice_s = max(1, int(env("SLICE", 2)))
         self.rounds = max(1, self.duration // self.slice_s)
+        self.rate_slice = max(1, int(env("RATE_SLICE", 3)))
+        self.rate_rounds = max(1, self.rate_duration // self.rate_slice)
         # Waiting for a quiet machine and re-running noisy cells use the slack of TIME_BUDGET s.
         self.budget = float(env("TIME_BUDGET", m["budget"]))
         self.retries = int(env("RETRIES", m["retries"]))
@@ -907,12 +910,13 @@ class Bench:
         c["_ref"] = r
         return c
 
-    def rate_cell(self, t, p, shape):
+    def rate_cell(self, t, p, shape, duration=None, cell_kind="rate"):
         name, label, kind, _ = t
-        cell = {"target": name, "shape": shape[0], "kind": "rate", "tool": "oha", "rate": self.rate,
-                "duration_s": self.rate_duration, "conns": self.rate_conns, "problems": []}
+        duration = duration or self.rate_duration
+        cell = {"target": name, "shape": shape[0], "kind": cell_kind, "tool": "oha", "rate": self.rate,
+                "duration_s": duration, "conns": self.rate_conns, "problems": []}
         argv = ["taskset", "-c", self.aux, "oha", "--no-tui", "--output-format", "json", "--worker-threads", "1",
-                "-z", f"{self.rate_duration}s", "-w", "-c", str(self.rate_conns), "-q", str(self.rate),
+                "-z", f"{duration}s", "-w", "-c", str(self.rate_conns), "-q", str(self.rate),
                 "--latency-correction", "-t", "10s"]
         for k, v in self.headers:
             argv += ["-H", f"{k}: {v}"]
@@ -922,7 +926,7 @@ class Bench:
             argv += ["-m", "POST", "-T", "application/json", "-D", self.bodies[shape[0]]]
             url = f"http://127.0.0.1:{self.ports[name][0]}{POST_PATH}"
         argv.append(url)
-        rc, out, err, m, probs = self.measured(name, kind, p, argv, {}, self.rate_duration + 40)
+        rc, out, err, m, probs = self.measured(name, kind, p, argv, {}, duration + 40)
         try:
             j = json.loads(out)
         except json.JSONDecodeError:
@@ -944,11 +948,36 @@ class Bench:
                      "cmd": " ".join(argv)})
         if n == 0:
             cell["problems"].append("no responses")
-        if n < 0.95 * self.rate * self.rate_duration:
+        if n < 0.95 * self.rate * duration:
             self.notes.append(f"{self.tinfo[name]['label']} {shape[1]} at {self.rate} req/s: only {n} responses "
-                              f"in {self.rate_duration} s (rate not sustained)")
+                              f"in {duration} s (rate not sustained)")
         cell["valid"] = not cell["problems"]
         return cell
+
+    def paired_rate_cell(self, t, p, shape, ref):
+        """The GET at the fixed rate (the added-p99 bar's cell), target t and vanilla Envoy in turn:
+        `rate_rounds` pairs of RATE_SLICE-second runs, A B B A ... as in paired_cell. Each side's
+        p50 / p99 / p99.9 is the median over its slices; the added p99 is the median of the pairs'
+        differences (a pair's two runs are seconds apart, under the same drift of this host)."""
+        rt, rp = ref
+        mine, theirs = [], []
+        for i in range(self.rate_rounds):
+            order = [(mine, t, p, "rate"), (theirs, rt, rp, "rate-ref")]
+            for out, tt, pp, kind in (order if i % 2 == 0 else order[::-1]):
+                out.append(self.rate_cell(tt, pp, shape, self.rate_slice, kind))
+        c, r = merged(mine), merged(theirs)
+        for x, xs in ((c, mine), (r, theirs)):
+            for k in ("p50_ms", "p99_ms", "p999_ms"):
+                x[k] = round(statistics.median(y[k] for y in xs), 3)
+            x["max_ms"] = max(y["max_ms"] for y in xs)
+            x["rps"] = round(sum(y["rps"] for y in xs) / len(xs), 1)
+            x["slices_p99_ms"] = [y["p99_ms"] for y in xs]
+        diffs = [a["p99_ms"] - b["p99_ms"] for a, b in zip(mine, theirs)]
+        c["pair_added_p99_ms"] = [round(d, 3) for d in diffs]
+        c["added_p99_ms"] = round(statistics.median(diffs), 3)
+        r["for_target"] = t[0]
+        c["_ref"] = r
+        return c
 
     # -- main loop ----------------------------------------------------------------------------
 
@@ -968,10 +997,16 @@ class Bench:
             if target[0] in STARTUP_ONLY:
                 continue
             t += len(self.shapes) * self.max_cost(target)
-            t += len(self.rate_shapes) * (self.rate_duration + 1.5)
+            t += sum(self.rate_cost(target, s) for s in self.rate_shapes)
             if target[0] in WORKER_TARGETS:
                 t += 2 * (self.startup_est(target) + self.worker_s + 1.5)
         return t
+
+    def rate_cost(self, t, shape):
+        """Seconds of one fixed-rate cell of target t (the GET's paired with vanilla Envoy's)."""
+        if self.has_ref and t[0] != "envoy" and shape == "get":
+            return 2 * self.rate_rounds * (self.rate_slice + 1.0)
+        return self.rate_duration + 1.5
 
     def max_cost(self, t):
         """Seconds of one max-throughput cell of target t (with its paired reference if it has one)."""
@@ -1071,9 +1106,18 @@ class Bench:
                     log(f"{label} {s[1]} @ {self.rate} req/s: skipped, {reason}")
                     self.done(self.rate_duration + 1.5)
                     continue
-                c = self.measure(self.rate_cell, t, p, s, self.rate_duration + 1.5, "rate")
-                self.cells.append(c)
+                if not (ref and s[0] == "get"):
+                    c = self.measure(self.rate_cell, t, p, s, self.rate_duration + 1.5, "rate")
+                    self.cells.append(c)
+                    self.report_cell(label, s[1], c)
+                    continue
+                c = self.measure(lambda a, b, s_: self.paired_rate_cell(a, b, s_, ref), t, p, s,
+                                 self.rate_cost(t, s[0]), "rate")
+                r = c.pop("_ref", None) or {"target": ref[0][0], "shape": s[0], "kind": "rate-ref", "for_target": name,
+                                            "valid": False, "problems": ["the paired cell failed"]}
+                self.cells += [c, r]
                 self.report_cell(label, s[1], c)
+                self.report_cell(f"{ref[0][1]} (reference for {label})", s[1], r)
             info = self.tinfo[name]
             info["rss_after_kb"] = self.rss(name, kind, p)
             if kind == "nginx":
@@ -1134,7 +1178,7 @@ class Bench:
 
     def report_cell(self, label, shape_label, c):
         v = "ok" if c["valid"] else "INVALID: " + "; ".join(c["problems"])[:300]
-        if c["kind"] == "rate":
+        if c["kind"] in ("rate", "rate-ref"):
             log(f"{label} {shape_label} @ {c.get('rate')} req/s: p50 {c.get('p50_ms')} p99 {c.get('p99_ms')} "
                 f"p99.9 {c.get('p999_ms')} ms, target {c.get('target_cpu_pct')}% of cpu{self.sut}, "
                 f"foreign {c.get('foreign_cpu_pct')}% [{v}]")
@@ -1150,6 +1194,7 @@ class Bench:
         self.meta = self.machine()
         self.meta.update({"mode": self.mode, "duration_s": self.duration, "warmup_s": self.warmup,
                           "slice_s": self.slice_s, "rounds": self.rounds, "abba": True,
+                          "rate_slice_s": self.rate_slice, "rate_rounds": self.rate_rounds,
                           "conns": self.conns, "rate": self.rate, "rate_duration_s": self.rate_duration,
                           "rate_conns": self.rate_conns, "ready_runs": self.ready_runs,
                           "get_path": self.get_path, "post_path": POST_PATH,
@@ -1210,7 +1255,9 @@ class Bench:
                     note = "INVALID cell"
             elif kind == "p99":
                 c, v = self.cell(target, shape, "rate"), self.cell("envoy", shape, "rate")
-                if c and v and c["valid"] and v["valid"]:
+                if c and c["valid"] and c.get("added_p99_ms") is not None:
+                    measured = c["added_p99_ms"]
+                elif c and v and c["valid"] and v["valid"]:
                     measured = c["p99_ms"] - v["p99_ms"]
                 else:
                     note = (c or {}).get("skipped") or "INVALID or missing cell"
@@ -1400,6 +1447,12 @@ def markdown(d, png):
     if rate_shapes:
         L.append(f"## Latency at {meta['rate']} req/s (ms, corrected for coordinated omission)")
         L.append("")
+        if any(c.get("added_p99_ms") is not None for c in cells):
+            L.append(f"GET: each target in {meta.get('rate_rounds')} runs of {meta.get('rate_slice_s')} s taking turns "
+                     "with as many of vanilla Envoy's (A B B A ...); its p50 / p99 / p99.9 are the medians over its "
+                     "runs, its added p99 the median of the pairs' differences (the lowest and highest in parentheses). "
+                     "Vanilla Envoy's row is its own run.")
+            L.append("")
         L.append("| target | shape | p50 | p99 | p99.9 | added p99 vs vanilla Envoy |")
         L.append("|---|---|---:|---:|---:|---:|")
         for s in rate_shapes:
@@ -1413,6 +1466,9 @@ def markdown(d, png):
                     L.append(f"| {labels[t]} | {slabels[s]} | INVALID | | | {'; '.join(c['problems'])[:120]} |")
                 else:
                     add = f"{c['p99_ms'] - v['p99_ms']:+.3f}" if t != "envoy" and v and v["valid"] else ""
+                    if c.get("added_p99_ms") is not None:
+                        q = c["pair_added_p99_ms"]
+                        add = f"{c['added_p99_ms']:+.3f} (pairs {min(q):+.3f} – {max(q):+.3f})"
                     L.append(f"| {labels[t]} | {slabels[s]} | {c['p50_ms']:.3f} | {c['p99_ms']:.3f} | "
                              f"{c['p999_ms']:.3f}{noise(c)} | {add} |")
         L.append("")
