@@ -1296,7 +1296,12 @@ class Bench:
         date = datetime.date.today().isoformat()
         stem = date if self.mode == "full" else f"{date}-quick"
         os.makedirs(self.results_dir, exist_ok=True)
+        # A later run of the day gets the next letter (2026-12-04, 2026-12-04b, ...), never overwrites.
         base = os.path.join(self.results_dir, stem)
+        for letter in "bcdefghijklmnopqrstuvwxyz":
+            if not os.path.exists(base + ".json"):
+                break
+            base = os.path.join(self.results_dir, date + letter + stem[len(date):])
         data = {"meta": self.meta, "targets": self.tinfo, "cells": self.cells, "bars": bars, "notes": self.notes,
                 "labels": {t[0]: t[1] for t in ALL_TARGETS}, "shape_labels": {s[0]: s[1] for s in ALL_SHAPES}}
         with open(base + ".json", "w") as f:
