@@ -891,18 +891,25 @@ class Bench:
         cell["valid"] = not cell["problems"]
         return cell
 
+    def in_turns(self, t, p, ref, rounds, run):
+        """`rounds` pairs of run(target, process, ours, round): target t's and vanilla Envoy's
+        (ref), t's first in even rounds and vanilla Envoy's in odd ones (A B B A ...), so a run's
+        place in its pair cannot favour either side. Returns (t's runs, vanilla Envoy's)."""
+        mine, theirs = [], []
+        for i in range(rounds):
+            order = [(mine, t, p, True), (theirs, ref[0], ref[1], False)]
+            for out, tt, pp, ours in (order if i % 2 == 0 else order[::-1]):
+                out.append(run(tt, pp, ours, i))
+        return mine, theirs
+
     def paired_cell(self, t, p, shape, ref):
         """Target t's max-throughput cell and its paired vanilla Envoy cell, measured in turn:
         `rounds` pairs of slices of SLICE s each, after a warm-up of each: the target's slice
         first in even pairs, vanilla Envoy's first in odd ones (A B B A ...: a slice's place in
         its pair cannot favour one side). Returns the target's cell (all its slices) with the
         reference's under "_ref"."""
-        rt, rp = ref
-        mine, theirs = [], []
-        for i in range(self.rounds):
-            order = [(mine, t, p, self.warmup, "max"), (theirs, rt, rp, 1, "ref")]
-            for out, tt, pp, warm, kind in (order if i % 2 == 0 else order[::-1]):
-                out.append(self.max_cell(tt, pp, shape, self.slice_s, warm if i == 0 else 0, kind))
+        mine, theirs = self.in_turns(t, p, ref, self.rounds, lambda tt, pp, ours, i: self.max_cell(
+            tt, pp, shape, self.slice_s, (self.warmup if ours else 1) if i == 0 else 0, "max" if ours else "ref"))
         c, r = merged(mine), merged(theirs)
         c["pair_ratios"] = [round(a["rps"] / b["rps"], 4) if a.get("rps") and b.get("rps") else None
                             for a, b in zip(mine, theirs)]
@@ -959,12 +966,8 @@ class Bench:
         `rate_rounds` pairs of RATE_SLICE-second runs, A B B A ... as in paired_cell. Each side's
         p50 / p99 / p99.9 is the median over its slices; the added p99 is the median of the pairs'
         differences (a pair's two runs are seconds apart, under the same drift of this host)."""
-        rt, rp = ref
-        mine, theirs = [], []
-        for i in range(self.rate_rounds):
-            order = [(mine, t, p, "rate"), (theirs, rt, rp, "rate-ref")]
-            for out, tt, pp, kind in (order if i % 2 == 0 else order[::-1]):
-                out.append(self.rate_cell(tt, pp, shape, self.rate_slice, kind))
+        mine, theirs = self.in_turns(t, p, ref, self.rate_rounds, lambda tt, pp, ours, i: self.rate_cell(
+            tt, pp, shape, self.rate_slice, "rate" if ours else "rate-ref"))
         c, r = merged(mine), merged(theirs)
         for x, xs in ((c, mine), (r, theirs)):
             for k in ("p50_ms", "p99_ms", "p999_ms"):
@@ -1062,6 +1065,15 @@ class Bench:
             c["attempts_foreign_cpu_pct"] = [x.get("foreign_cpu_pct") for x in tries]
         return c
 
+    def measure_paired(self, fn, t, p, s, ref, cost, kind, ref_kind):
+        """Measures a paired cell (fn: paired_cell or paired_rate_cell) and keeps both of its cells."""
+        c = self.measure(lambda a, b, s_: fn(a, b, s_, ref), t, p, s, cost, kind)
+        r = c.pop("_ref", None) or {"target": ref[0][0], "shape": s[0], "kind": ref_kind, "for_target": t[0],
+                                    "valid": False, "problems": ["the paired cell failed"]}
+        self.cells += [c, r]
+        self.report_cell(t[1], s[1], c)
+        self.report_cell(f"{ref[0][1]} (reference for {t[1]})", s[1], r)
+
     def bench_target(self, t, ref=None, keep=False):
         """Starts, checks, measures and stops target t. With ref = (vanilla target, its process),
         each max-throughput cell is measured in turn with vanilla Envoy's on the same request (the
@@ -1088,12 +1100,7 @@ class Bench:
                     self.cells.append(c)
                     self.report_cell(label, s[1], c)
                     continue
-                c = self.measure(lambda a, b, s_: self.paired_cell(a, b, s_, ref), t, p, s, self.max_cost(t), "max")
-                r = c.pop("_ref", None) or {"target": ref[0][0], "shape": s[0], "kind": "ref", "for_target": name,
-                                            "valid": False, "problems": ["the paired cell failed"]}
-                self.cells += [c, r]
-                self.report_cell(label, s[1], c)
-                self.report_cell(f"{ref[0][1]} (reference for {label})", s[1], r)
+                self.measure_paired(self.paired_cell, t, p, s, ref, self.max_cost(t), "max", "ref")
             for s in self.shapes:
                 if s[0] not in self.rate_shapes:
                     continue
@@ -1111,13 +1118,7 @@ class Bench:
                     self.cells.append(c)
                     self.report_cell(label, s[1], c)
                     continue
-                c = self.measure(lambda a, b, s_: self.paired_rate_cell(a, b, s_, ref), t, p, s,
-                                 self.rate_cost(t, s[0]), "rate")
-                r = c.pop("_ref", None) or {"target": ref[0][0], "shape": s[0], "kind": "rate-ref", "for_target": name,
-                                            "valid": False, "problems": ["the paired cell failed"]}
-                self.cells += [c, r]
-                self.report_cell(label, s[1], c)
-                self.report_cell(f"{ref[0][1]} (reference for {label})", s[1], r)
+                self.measure_paired(self.paired_rate_cell, t, p, s, ref, self.rate_cost(t, s[0]), "rate", "rate-ref")
             info = self.tinfo[name]
             info["rss_after_kb"] = self.rss(name, kind, p)
             if kind == "nginx":
