@@ -105,12 +105,26 @@ def merged(slices):
     c["rss_after_kb"] = slices[-1].get("rss_after_kb")
     c["slices_rps"] = [x.get("rps") for x in slices]
     if c.get("load_s") and c.get("requests") is not None:
-        c["rps"] = round(c["requests"] / c["load_s"], 1)
-        c["cpu_s_per_1k"] = round(1000 * c["target_cpu_s"] / c["requests"], 4) if c["requests"] else None
+        c["rps"], c["cpu_s_per_1k"] = throughput(c["requests"], c["load_s"], c["target_cpu_s"])
     for k in ("closed_p50_ms", "closed_p99_ms"):
         v = [x[k] for x in slices if x.get(k) is not None]
         c[k] = statistics.median(v) if v else None
     return c
+
+
+def added_p99(c, v):
+    """Target cell c's added p99 (ms) at the fixed rate: the median of its pairs' differences when
+    it ran in turns with vanilla Envoy, else against vanilla Envoy's own cell v; None when unknown."""
+    if c and c["valid"] and c.get("added_p99_ms") is not None:
+        return c["added_p99_ms"]
+    if c and v and c["valid"] and v["valid"]:
+        return c["p99_ms"] - v["p99_ms"]
+    return None
+
+
+def throughput(requests, load_s, cpu_s):
+    """(req/s, target CPU seconds per 1,000 requests) of a max-throughput run or of its slices."""
+    return round(requests / load_s, 1), (round(1000 * cpu_s / requests, 4) if requests else None)
 
 
 def env(name, default):
@@ -169,6 +183,8 @@ ALL_TARGETS = [
 # shape; no load.
 STARTUP_ONLY = {"wafer-crs-pl1-precompiled"}
 MINIMAL = {"empty-filter", "headers-filter"}
+# The fixed-rate cells run in turns with vanilla Envoy's (the added-p99 bar's shape); the others once.
+PAIRED_RATE_SHAPES = {"get"}
 PRECOMPILED = {"wafer-crs-pl1-precompiled"}
 
 # name, label, body file (None: GET)
@@ -880,10 +896,9 @@ class Bench:
         j, wprobs = self.parse_wrk(rc, out, err)
         cell["problems"] += probs + wprobs
         cell["rss_after_kb"] = self.rss(name, kind, p)
-        rps = j["requests"] / (j["duration_us"] / 1e6)
+        rps, per_1k = throughput(j["requests"], j["duration_us"] / 1e6, m["target_cpu_s"])
         cell.update(m)
-        cell.update({"requests": j["requests"], "rps": round(rps, 1), "load_s": j["duration_us"] / 1e6,
-                     "cpu_s_per_1k": round(1000 * m["target_cpu_s"] / j["requests"], 4) if j["requests"] else None,
+        cell.update({"requests": j["requests"], "rps": rps, "load_s": j["duration_us"] / 1e6, "cpu_s_per_1k": per_1k,
                      "closed_p50_ms": j["latency_us"]["p50"] / 1000, "closed_p99_ms": j["latency_us"]["p99"] / 1000,
                      "cmd": " ".join(argv)})
         if kind == "envoy" and m.get("envoy_2xx", 0) < j["requests"]:
@@ -1007,7 +1022,7 @@ class Bench:
 
     def rate_cost(self, t, shape):
         """Seconds of one fixed-rate cell of target t (the GET's paired with vanilla Envoy's)."""
-        if self.has_ref and t[0] != "envoy" and shape == "get":
+        if self.has_ref and t[0] != "envoy" and shape in PAIRED_RATE_SHAPES:
             return 2 * self.rate_rounds * (self.rate_slice + 1.0)
         return self.rate_duration + 1.5
 
@@ -1113,7 +1128,7 @@ class Bench:
                     log(f"{label} {s[1]} @ {self.rate} req/s: skipped, {reason}")
                     self.done(self.rate_duration + 1.5)
                     continue
-                if not (ref and s[0] == "get"):
+                if not (ref and s[0] in PAIRED_RATE_SHAPES):
                     c = self.measure(self.rate_cell, t, p, s, self.rate_duration + 1.5, "rate")
                     self.cells.append(c)
                     self.report_cell(label, s[1], c)
@@ -1256,11 +1271,8 @@ class Bench:
                     note = "INVALID cell"
             elif kind == "p99":
                 c, v = self.cell(target, shape, "rate"), self.cell("envoy", shape, "rate")
-                if c and c["valid"] and c.get("added_p99_ms") is not None:
-                    measured = c["added_p99_ms"]
-                elif c and v and c["valid"] and v["valid"]:
-                    measured = c["p99_ms"] - v["p99_ms"]
-                else:
+                measured = added_p99(c, v)
+                if measured is None:
                     note = (c or {}).get("skipped") or "INVALID or missing cell"
             elif kind == "rss":
                 r = self.tinfo[target].get("rss_after_kb", {}).get("rss")
@@ -1377,8 +1389,7 @@ def markdown(d, png):
              + (f", in {meta['rounds']} slices of {meta['slice_s']} s that take turns with as many of vanilla "
                 f"Envoy's (idle on the same CPU in between) on the same request"
                 + (", the target's first in every other pair (A B B A ...)" if meta.get("abba") else "")
-                + f": a target's ratio is its "
-                f"req/s over its slices against vanilla Envoy's over the slices in between"
+                + ": a target's ratio is its req/s over its slices against vanilla Envoy's over its own"
                 if meta.get("rounds") else "") + f". Latency: oha `-q {meta['rate']} --latency-correction`, "
              f"{meta['rate_conns']} connections, {meta['rate_duration_s']} s. "
              f"GET `{meta['get_path'][:60]}…` with {len(meta['headers'])} browser headers incl. Cookie; "
@@ -1471,10 +1482,11 @@ def markdown(d, png):
                 elif not c["valid"]:
                     L.append(f"| {labels[t]} | {slabels[s]} | INVALID | | | {'; '.join(c['problems'])[:120]} |")
                 else:
-                    add = f"{c['p99_ms'] - v['p99_ms']:+.3f}" if t != "envoy" and v and v["valid"] else ""
-                    if c.get("added_p99_ms") is not None:
+                    a = added_p99(c, v) if t != "envoy" else None
+                    add = "" if a is None else f"{a:+.3f}"
+                    if c.get("pair_added_p99_ms"):
                         q = c["pair_added_p99_ms"]
-                        add = f"{c['added_p99_ms']:+.3f} (pairs {min(q):+.3f} – {max(q):+.3f})"
+                        add += f" (pairs {min(q):+.3f} – {max(q):+.3f})"
                     L.append(f"| {labels[t]} | {slabels[s]} | {c['p50_ms']:.3f} | {c['p99_ms']:.3f} | "
                              f"{c['p999_ms']:.3f}{noise(c)} | {add} |")
         L.append("")
