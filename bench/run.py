@@ -122,6 +122,27 @@ def added_p99(c, v):
     return None
 
 
+def straddle(bar, cells):
+    """For a bar measured in pairs with vanilla Envoy (max throughput, added p99) whose pairs fall
+    on both sides of its limit, the words that say so (the run then decides the bar by its pooled
+    value alone); empty otherwise."""
+    spec = next((x for x in BARS if x[0] == bar["id"]), None)
+    if not spec or bar["measured"] is None or bar["kind"] not in ("ratio", "p99"):
+        return ""
+    _, _, target, shape, kind, lim = spec
+    c = next((x for x in cells if x["target"] == target and x["shape"] == shape
+              and x["kind"] == ("max" if kind == "ratio" else "rate")), None) or {}
+    q = [x for x in c.get("pair_ratios" if kind == "ratio" else "pair_added_p99_ms") or [] if x is not None]
+    if len(q) < 2:
+        return ""
+    lo, hi = min(q), max(q)
+    if kind == "ratio" and lo < lim <= hi:
+        return f"; its pairs {100 * lo:.0f}–{100 * hi:.0f}% straddle the bar"
+    if kind == "p99" and lo <= lim < hi:
+        return f"; its pairs {lo:+.3f} – {hi:+.3f} ms straddle the bar"
+    return ""
+
+
 def throughput(requests, load_s, cpu_s):
     """(req/s, target CPU seconds per 1,000 requests) of a max-throughput run or of its slices."""
     return round(requests / load_s, 1), (round(1000 * cpu_s / requests, 4) if requests else None)
@@ -1550,7 +1571,7 @@ def markdown(d, png):
         lim = {"ratio": f">= {100 * b['limit']:.0f}%", "p99": f"<= {b['limit']} ms", "rss": f"<= {b['limit']} MiB",
                "ready": f"<= {b['limit']} s", "wasm": f"<= {b['limit']:,}", "rss_get": f"<= {b['limit']} MiB",
                "rss_idle": f"<= {b['limit']} MiB", "rss_worker": f"<= {b['limit']} MiB"}[k]
-        L.append(f"| {b['desc']} | {ms} | {lim} | **{b['result']}** |")
+        L.append(f"| {b['desc']} | {ms} | {lim} | **{b['result']}**{straddle(b, d['cells'])} |")
     L.append("")
     for t, what in (("empty-filter", "The ceiling in this run (the issue: an empty proxy-wasm filter measures ~85% "
                                       "of vanilla Envoy here): the empty filter's req/s against vanilla Envoy's, "),
