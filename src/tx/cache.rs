@@ -91,6 +91,8 @@ impl Val<'_> {
 
 /// Byte strings by content (see `Cache::contents`).
 type Contents = std::collections::HashSet<Rc<[u8]>, BuildHasherDefault<Fx>>;
+/// A memoized transformation's key: the value's address and length, and the transformation.
+type TfKey = (usize, usize, Transform);
 
 /// The one shared copy of `b` in `contents`.
 fn share(contents: &mut Contents, b: &[u8]) -> Rc<[u8]> {
@@ -611,7 +613,7 @@ fn within_budget(used: &mut usize, replaced: usize, bytes: usize) -> bool {
 
 /// What a kept target list takes: its items and their keys' bytes.
 fn list_bytes(l: &[RawItem]) -> usize {
-    l.len() * std::mem::size_of::<RawItem>() + l.iter().map(|i| i.key.as_ref().map_or(0, |k| k.len())).sum::<usize>()
+    std::mem::size_of_val(l) + l.iter().map(|i| i.key.as_ref().map_or(0, |k| k.len())).sum::<usize>()
 }
 
 /// A concatenation of target lists: the parts, and the list they make (see
@@ -1004,7 +1006,7 @@ impl Memo {
         if parts.len() != ids.len() || !parts.iter().zip(ids).all(|(p, id)| self.lists.get(&(*id, mask)).is_some_and(|kept| Rc::ptr_eq(kept, p))) {
             return;
         }
-        let items = |l: &[RawItem]| l.len() * std::mem::size_of::<RawItem>();
+        let items = |l: &[RawItem]| std::mem::size_of_val(l);
         let replaced = self.concats.get(&sig).map_or(0, |(_, o)| items(o));
         if within_budget(&mut self.list_bytes, replaced, items(l)) {
             self.concats.insert(sig, (parts.to_vec(), l.clone()));
@@ -1092,7 +1094,8 @@ pub(crate) struct Cache {
     /// which empties only those: a CRS rule set has ~1,000 slots, a request fills a few dozen
     /// per phase.
     slots_filled: Vec<u32>,
-    tf: FxMap<(usize, usize, Transform), Option<Rc<[u8]>>>,
+    /// (value address, length, transformation) -> its result (None: the value unchanged).
+    tf: FxMap<TfKey, Option<Rc<[u8]>>>,
     /// (value address, length, chain id) -> index into `finals`.
     chains: FxMap<(usize, usize, u32), usize>,
     finals: Vec<Final>,
