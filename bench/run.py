@@ -122,17 +122,23 @@ def added_p99(c, v):
     return None
 
 
+def pair_values(c, kind):
+    """A paired cell's per-pair values: its req/s ratios to vanilla Envoy's (kind "ratio", a
+    max-throughput cell) or its added p99s (kind "p99", a fixed-rate cell); [] when unpaired."""
+    return [x for x in (c or {}).get("pair_ratios" if kind == "ratio" else "pair_added_p99_ms") or [] if x is not None]
+
+
 def straddle(bar, cells):
     """For a bar measured in pairs with vanilla Envoy (max throughput, added p99) whose pairs fall
     on both sides of its limit, the words that say so (the run then decides the bar by its pooled
     value alone); empty otherwise."""
+    kind, lim = bar["kind"], bar["limit"]
     spec = next((x for x in BARS if x[0] == bar["id"]), None)
-    if not spec or bar["measured"] is None or bar["kind"] not in ("ratio", "p99"):
+    if not spec or bar["measured"] is None or kind not in ("ratio", "p99"):
         return ""
-    _, _, target, shape, kind, lim = spec
-    c = next((x for x in cells if x["target"] == target and x["shape"] == shape
-              and x["kind"] == ("max" if kind == "ratio" else "rate")), None) or {}
-    q = [x for x in c.get("pair_ratios" if kind == "ratio" else "pair_added_p99_ms") or [] if x is not None]
+    target, shape = spec[2], spec[3]
+    q = pair_values(next((x for x in cells if x["target"] == target and x["shape"] == shape
+                          and x["kind"] == ("max" if kind == "ratio" else "rate")), None), kind)
     if len(q) < 2:
         return ""
     lo, hi = min(q), max(q)
@@ -1439,7 +1445,7 @@ def markdown(d, png):
             elif not c["valid"]:
                 row.append("INVALID")
             elif t != "envoy" and r is not None:
-                q = [x for x in c.get("pair_ratios") or [] if x is not None]
+                q = pair_values(c, "ratio")
                 pct = lambda x: f"{100 * x:.0f}" if x >= 0.095 else f"{100 * x:.1f}"
                 spread = f"; {pct(min(q))}–{pct(max(q))}" if len(q) > 1 else ""
                 row.append(f"{fmt(c['rps'])} ({100 * r:.1f}%{spread}){noise(c) or noise(v)}{few(c)}")
@@ -1505,8 +1511,8 @@ def markdown(d, png):
                 else:
                     a = added_p99(c, v) if t != "envoy" else None
                     add = "" if a is None else f"{a:+.3f}"
-                    if c.get("pair_added_p99_ms"):
-                        q = c["pair_added_p99_ms"]
+                    q = pair_values(c, "p99")
+                    if q:
                         add += f" (pairs {min(q):+.3f} – {max(q):+.3f})"
                     L.append(f"| {labels[t]} | {slabels[s]} | {c['p50_ms']:.3f} | {c['p99_ms']:.3f} | "
                              f"{c['p999_ms']:.3f}{noise(c)} | {add} |")
