@@ -159,14 +159,19 @@ def load_varied(port, path, n, headers, connections=1, make=varied):
 
 
 def by_object(path):
-    """Instructions by part (Envoy, module code, libc, other) from a callgrind output file."""
+    """Events by part (Envoy, module code, libc, other) from a callgrind output file: the event
+    names, and per part one count per event (Ir first; with `--cache-sim`, the cache misses)."""
     out = subprocess.run(["callgrind_annotate", "--threshold=100", path], capture_output=True, text=True).stdout
+    events = ["Ir"]
     parts = {}
     for line in out.splitlines():
-        m = re.match(r"^\s*([\d,]+) \([^)]*\)\s+(\S.*)$", line)
+        if line.startswith("Events shown:"):
+            events = line.split(":", 1)[1].split()
+            continue
+        m = re.match(r"^\s*((?:[\d,]+ \([^)]*\)\s+)+)(\S.*)$", line)
         if not m or "PROGRAM TOTALS" in line:
             continue
-        n = int(m.group(1).replace(",", ""))
+        counts = [int(x.replace(",", "")) for x in re.findall(r"([\d,]+) \(", m.group(1))]
         obj = re.search(r"\[([^\]]*)\]\s*$", m.group(2))
         obj = obj.group(1) if obj else "?"
         if obj == "???":
@@ -180,8 +185,10 @@ def by_object(path):
             part = "libc"
         else:
             part = "other"
-        parts[part] = parts.get(part, 0) + n
-    return parts
+        have = parts.setdefault(part, [0] * len(events))
+        for i, n in enumerate(counts[: len(events)]):
+            have[i] += n
+    return events, parts
 
 
 def main():
@@ -192,6 +199,8 @@ def main():
     ap.add_argument("-n", type=int, default=1000, help="requests counted")
     ap.add_argument("-c", type=int, default=1, help="connections (requests in flight at once)")
     ap.add_argument("--out", help="keep callgrind's output file here (for callgrind_annotate)")
+    ap.add_argument("--cache-sim", nargs="?", const="524288,8,64", metavar="SIZE,ASSOC,LINE",
+                    help="also simulate the caches and print the last level's lines missed per request (default 524288,8,64: a 512 KB L2; 1048576,8,64 for a 1 MB one)")
     ap.add_argument("--port-base", type=int, default=int(os.environ.get("PORT_BASE", "29180")))
     a = ap.parse_args()
     env = find_envoy()
@@ -218,6 +227,7 @@ def main():
             procs.append(subprocess.Popen([env, "-c", os.path.join(d, "up.yaml"), "--concurrency", "1", "--disable-hot-restart", "-l", "error", "--base-id", str(a.port_base)],
                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
             vg = subprocess.Popen(["valgrind", "--tool=callgrind", "--instr-atstart=no", "--smc-check=all-non-file", f"--callgrind-out-file={out}",
+                                   *(["--cache-sim=yes", f"--LL={a.cache_sim}"] if a.cache_sim else []),
                                    env, "-c", os.path.join(d, "envoy.yaml"), "--concurrency", "1", "--disable-hot-restart", "-l", "error",
                                    "--base-id", str(a.port_base + 1)], stdout=subprocess.DEVNULL, stderr=open(os.path.join(d, "valgrind.log"), "w"))
             procs.append(vg)
@@ -243,15 +253,21 @@ def main():
                 if p.poll() is None:
                     p.kill()
                     p.wait()
-        parts = by_object(out)
+        events, parts = by_object(out)
         if a.out:
             shutil.copyfile(out, a.out)
         if not parts:
             sys.exit("no counts: " + open(os.path.join(d, "valgrind.log")).read()[-800:] + " files: " + " ".join(os.listdir(d)))
-    total = sum(parts.values())
-    line = "  ".join(f"{k} {v / a.n / 1000:.1f}" for k, v in sorted(parts.items(), key=lambda kv: -kv[1]))
+    total = sum(v[0] for v in parts.values())
+    line = "  ".join(f"{k} {v[0] / a.n / 1000:.1f}" for k, v in sorted(parts.items(), key=lambda kv: -kv[1][0]))
     print(f"{a.wasm} {a.config or ''} {a.shape} -c {a.c}: {total / a.n / 1000:.1f} K instructions per request ({line})")
-
+    if a.cache_sim:
+        # Last-level misses: code (ILmr), data reads (DLmr), data writes (DLmw); per part.
+        for ev in ("ILmr", "DLmr", "DLmw"):
+            if ev in events:
+                i = events.index(ev)
+                per = "  ".join(f"{k} {v[i] / a.n:,.0f}" for k, v in sorted(parts.items(), key=lambda kv: -kv[1][i]))
+                print(f"  {ev} {sum(v[i] for v in parts.values()) / a.n:,.0f} lines per request ({per})")
 
 if __name__ == "__main__":
     main()
