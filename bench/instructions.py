@@ -269,5 +269,6 @@ def main():
                 per = "  ".join(f"{k} {v[i] / a.n:,.0f}" for k, v in sorted(parts.items(), key=lambda kv: -kv[1][i]))
                 print(f"  {ev} {sum(v[i] for v in parts.values()) / a.n:,.0f} lines per request ({per})")
 
+
 if __name__ == "__main__":
     main()

@@ -1006,9 +1006,8 @@ impl Memo {
         if parts.len() != ids.len() || !parts.iter().zip(ids).all(|(p, id)| self.lists.get(&(*id, mask)).is_some_and(|kept| Rc::ptr_eq(kept, p))) {
             return;
         }
-        let items = |l: &[RawItem]| std::mem::size_of_val(l);
-        let replaced = self.concats.get(&sig).map_or(0, |(_, o)| items(o));
-        if within_budget(&mut self.list_bytes, replaced, items(l)) {
+        let replaced = self.concats.get(&sig).map_or(0, |(_, o)| std::mem::size_of_val(o.as_slice()));
+        if within_budget(&mut self.list_bytes, replaced, std::mem::size_of_val(l.as_slice())) {
             self.concats.insert(sig, (parts.to_vec(), l.clone()));
         }
     }
