@@ -187,6 +187,14 @@ bench-quick: tools wasm bench-tools
 bench-instructions: tools wasm bench-tools
 	python3 bench/instruction_table.py
 
+# Envoy's start-up and memory by what its module holds (~1.5 min): vanilla Envoy, the empty filter, a
+# reference Rust filter (bench/floor/) with the standard library only, + aho-corasick, + regex and
+# aho-corasick (nothing of wafer), wafer with no rules and with the CRS. Writes
+# bench/results/<date>-floor.md.
+.PHONY: bench-floor
+bench-floor: tools wasm
+	python3 bench/floor.py
+
 # Criterion micro-benchmarks of the native engine (bench/benches/engine.rs): CRS PL1 compile,
 # GET, 1/10/50 KB JSON POST, attack GET, each checking its verdict.
 .PHONY: bench-engine

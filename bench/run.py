@@ -414,6 +414,31 @@ def mem_kb(pid):
     return d
 
 
+def cpu_model():
+    """The CPU's model name, with its family, model and L2/L3 sizes when known."""
+    # The model name alone ("AMD EPYC") hides which generation a virtual machine runs on;
+    # its family, model and caches say it (runs on different ones are not comparable).
+    info = {}
+    for line in open("/proc/cpuinfo"):
+        if not line.strip():
+            break
+        k, _, v = line.partition(":")
+        info.setdefault(k.strip(), v.strip())
+    model = info.get("model name", "?")
+    if "cpu family" in info:
+        model += f" (family {info['cpu family']} model {info.get('model', '?')}"
+        caches = []
+        for idx in ("index2", "index3"):
+            d = f"/sys/devices/system/cpu/cpu0/cache/{idx}"
+            try:
+                level, size = (open(f"{d}/{f}").read().strip() for f in ("level", "size"))
+                caches.append(f"L{level} {size}")
+            except OSError:
+                pass
+        model += "".join(f", {c}" for c in caches) + ")"
+    return model
+
+
 # ----------------------------------------------------------------------------------------------
 # HTTP helpers
 # ----------------------------------------------------------------------------------------------
@@ -572,26 +597,7 @@ class Bench:
                 return (p.stdout + p.stderr).strip()
             except OSError as e:
                 return f"? ({e})"
-        # The model name alone ("AMD EPYC") hides which generation a virtual machine runs on;
-        # its family, model and caches say it (runs on different ones are not comparable).
-        info = {}
-        for line in open("/proc/cpuinfo"):
-            if not line.strip():
-                break
-            k, _, v = line.partition(":")
-            info.setdefault(k.strip(), v.strip())
-        model = info.get("model name", "?")
-        if "cpu family" in info:
-            model += f" (family {info['cpu family']} model {info.get('model', '?')}"
-            caches = []
-            for idx in ("index2", "index3"):
-                d = f"/sys/devices/system/cpu/cpu0/cache/{idx}"
-                try:
-                    level, size = (open(f"{d}/{f}").read().strip() for f in ("level", "size"))
-                    caches.append(f"L{level} {size}")
-                except OSError:
-                    pass
-            model += "".join(f", {c}" for c in caches) + ")"
+        model = cpu_model()
         envoy_v = cmd([self.envoy_bin, "--version"])
         m = re.search(r"version: \S+/(\d+\.\d+\.\d+)\S*/(\S+)/", envoy_v)
         rev = cmd(["git", "-C", REPO, "rev-parse", "--short=12", "HEAD"])
