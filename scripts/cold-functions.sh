@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# make cold-functions: which functions requests do not run, for coldcalls (envoy-wasm/cold-functions.txt).
+# make cold-functions: which functions requests do not run, and which they enter most often, for
+# coldcalls (envoy-wasm/cold-functions.txt, envoy-wasm/frequent-functions.txt).
 # The wasm32-wasip1 CLI, built like target/wafer.wasm and instrumented (coldcalls instrument), runs
 # `wafer time` under Node 26's V8 over a corpus of rule sets and requests, each twice (3 and 23
 # requests). A function is hot when it ran more often in the longer run (requests, not configure
-# time or first-request work), or 10,000 times or more while the CRS was compiled; the list
-# names the CLI's other functions.
+# time or first-request work), or 10,000 times or more while the CRS was compiled; the cold list
+# names the CLI's other functions. The frequent list names those entered 100 times or more per
+# request (the longer run's extra entries over its 20 extra requests) in some run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-envoy-wasm/cold-functions.txt}
+FREQUENT_OUT=${FREQUENT_OUT:-envoy-wasm/frequent-functions.txt}
 WORK=target/cold-functions
 NODE_DIR=target/node26
 mkdir -p "$WORK/counts"
@@ -69,22 +72,25 @@ for c in crs pl2; do
   run $c GET "/a.php?cmd=;cat%20/etc/passwd" "User-Agent: nikto" "Host: x"
 done
 
-python3 - "$WORK" "$i" "$OUT" <<'PY'
+python3 - "$WORK" "$i" "$OUT" "$FREQUENT_OUT" <<'PY'
 import re, sys
-w, runs, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+w, runs, out, frequent_out = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+FREQUENT = 100  # entries per request
 names = open(f"{w}/names.txt").read().split("\n")
 def counts(p):
     c = [float(x) for x in open(p).read().split()]
     return c + [0.0] * (len(names) - len(c))
 def stable(n):
     return re.sub(r"17h[0-9a-f]{16}E$", "", re.sub(r"\.\d+$", "", n))
-hot = set()
+hot, frequent = set(), set()
 for r in range(1, runs + 1):
     a, b = counts(f"{w}/counts/{r}-3"), counts(f"{w}/counts/{r}-23")
     for k, n in enumerate(names):
         per_request = (b[k] - a[k]) / 20
         if per_request > 0 or (r == 1 and a[k] - 3 * per_request >= 10000):
             hot.add(stable(n))
+        if per_request >= FREQUENT and n:
+            frequent.add(stable(n))
 cold = {stable(n) for n in names if n} - hot
 head = """# Functions requests do not run (stable names: the build's hash dropped), for coldcalls
 # (coldcalls/): their calls go through the function table in target/wafer.wasm, so V8 does not
@@ -96,5 +102,12 @@ head = """# Functions requests do not run (stable names: the build's hash droppe
 # the list does not name (Envoy's side, or what the CLI's build inlined) keep their calls.
 """
 open(out, "w").write(head + "\n".join(sorted(cold)) + "\n")
-print(f"cold-functions: {len(cold)} cold, {len(hot)} hot, over {runs} runs -> {out}")
+head = f"""# Functions requests enter most often (stable names), for coldcalls (coldcalls/): functions
+# requests run call these directly (so V8 may inline them) when they are not large; other callees
+# over a few instructions are called through the function table. Written by `make cold-functions`
+# (scripts/cold-functions.sh) from the same runs as cold-functions.txt: the CLI's functions
+# entered {FREQUENT} times or more per request in some run.
+"""
+open(frequent_out, "w").write(head + "\n".join(sorted(frequent)) + "\n")
+print(f"cold-functions: {len(cold)} cold, {len(hot)} hot, {len(frequent)} frequent, over {runs} runs -> {out}, {frequent_out}")
 PY

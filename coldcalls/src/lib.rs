@@ -1,21 +1,28 @@
-//! The last build step of `target/wafer.wasm`: calls made by code that requests never run become
-//! `call_indirect`, so that V8 does not inline into that code when Envoy compiles the module.
+//! The last build step of `target/wafer.wasm`: calls that V8 should not inline become
+//! `call_indirect`, so that V8 compiles less when Envoy loads the module.
 //!
 //! Why: Envoy loads a proxy-wasm module through V8's C API, whose `Module::share()` tiers every
 //! function up to TurboFan before the first VM starts; with Liftoff off there is no call-count
 //! feedback, and V8 inlines direct calls by a fixed budget into every function it compiles,
-//! configure-time code included. That inlining is half of Envoy's start-up with wafer (under
-//! Node 26's V8: 2.15 s to compile the module, 1.07 s with `--no-wasm-inlining`), and requests need
-//! it only in the few hundred functions they run (without it a CRS GET is ~35% slower).
+//! configure-time code included. That inlining is most of what Envoy's start-up spends beyond the
+//! module's own size and sets the peak of the compiler's memory, which Envoy's allocator keeps;
+//! requests gain little from most of it (measured in Envoy, session 41: with no inlining at all a
+//! CRS GET costs 4.3% more instructions and one with new values 5.8% more, the small rule sets
+//! nothing more, while start-up is 0.38 s shorter and idle RSS 9 MiB lower).
 //!
-//! How: the functions known not to run during requests (a [`NameList`], measured by `make
-//! cold-functions` on the CLI built for wasm32-wasip1: functions it has that no request ran) are
-//! cold, except those V8 would inline into the others ([`CallGraph::inline_closure`], an exact
-//! model of V8's rule); [`rewrite`] turns the direct calls of cold functions into
-//! `i32.const slot; call_indirect` through the module's function table. A function the list does
-//! not name (Envoy's side, or one the CLI's build inlined away) keeps its direct calls. A direct call and an
-//! indirect call of the same function with its own type do the same thing; V8 does not inline
-//! `call_indirect` without feedback. The code requests run compiles exactly as before.
+//! How: two rules, from two lists measured by `make cold-functions` on the CLI built for
+//! wasm32-wasip1 over a corpus of requests. (1) The functions requests never run (a [`NameList`]:
+//! the CLI's functions that no request ran) are cold, except those V8 would inline into the
+//! others ([`CallGraph::inline_closure_where`], an exact model of V8's rule): every direct call
+//! of a cold function goes through the table. (2) In the other functions, a call stays direct
+//! only when its callee is small ([`SMALL_CALLEE`]) or frequent (entered
+//! at least 100 times in some request of the corpus: the second list) and not large
+//! ([`FREQUENT_CALLEE`]); V8 inlines those where its budget allows, and requests keep what
+//! inlining buys them (a CRS GET +0.3% instructions against inlining everything V8 would, new
+//! values +0.7%, a 1 KB POST -0.2%). A function the cold list does not name (Envoy's side, or one
+//! the CLI's build inlined away) counts as one requests run. A direct call and an indirect call
+//! of the same function with its own type do the same thing; V8 does not inline `call_indirect`
+//! without feedback.
 
 use std::collections::{HashMap, HashSet};
 use walrus::ir::{Call, CallIndirect, Const, Instr, InstrLocId, InstrSeqId, Value};
@@ -88,6 +95,12 @@ pub struct CallGraph {
     pub growth: f64,
 }
 
+/// In functions requests run, calls to callees of at most this many bytes stay direct.
+pub const SMALL_CALLEE: i64 = 100;
+/// ... and to frequent callees (the second list) of at most this many bytes: a larger one (the
+/// allocator, hashing loops) costs V8 more to inline at every call site than the call it saves.
+pub const FREQUENT_CALLEE: i64 = 1000;
+
 /// V8's inlinee cap per compiled function (`InliningTree::kMaxInlinedCount`).
 const MAX_INLINED: usize = 60;
 /// Bodies under 50 bytes are "small" (`kSmallFunctionThreshold`).
@@ -117,62 +130,91 @@ impl CallGraph {
     /// max(50, growth x the root's size) and shrinks by each inlinee's size, nested inlinees
     /// included (one budget per compiled function), at most 60 inlinees.
     pub fn inline_closure(&self, root: FunctionId, out: &mut HashSet<FunctionId>) -> (usize, i64) {
+        self.inline_closure_where(root, out, &|_| true)
+    }
+
+    /// [`Self::inline_closure`] when only the callees `direct` admits are called directly.
+    pub fn inline_closure_where(&self, root: FunctionId, out: &mut HashSet<FunctionId>, direct: &dyn Fn(FunctionId) -> bool) -> (usize, i64) {
         let mut budget = std::cmp::max(SMALL_BODY, (self.growth * self.size[&root] as f64) as i64);
         let (mut count, mut bytes) = (0, 0);
-        self.inline_into(root, &mut budget, &mut count, &mut bytes, out);
+        self.inline_into(root, &mut budget, &mut count, &mut bytes, out, direct);
         (count, bytes)
     }
 
-    fn inline_into(&self, f: FunctionId, budget: &mut i64, count: &mut usize, bytes: &mut i64, out: &mut HashSet<FunctionId>) {
+    fn inline_into(
+        &self,
+        f: FunctionId,
+        budget: &mut i64,
+        count: &mut usize,
+        bytes: &mut i64,
+        out: &mut HashSet<FunctionId>,
+        direct: &dyn Fn(FunctionId) -> bool,
+    ) {
         let Some(calls) = self.calls.get(&f) else { return };
         for c in calls {
             let Some(&s) = self.size.get(c) else { continue }; // imported
-            if s < *budget && *count < MAX_INLINED {
+            if s < *budget && *count < MAX_INLINED && direct(*c) {
                 *count += 1;
                 *bytes += s;
                 *budget -= s;
                 out.insert(*c);
-                self.inline_into(*c, budget, count, bytes, out);
+                self.inline_into(*c, budget, count, bytes, out, direct);
             }
         }
     }
 }
 
-/// Which declared functions keep their direct calls.
+/// Which declared functions keep their direct calls, and to which callees.
 pub struct Plan {
+    /// Functions requests run (and what V8 inlines into them): their calls to `direct` callees
+    /// stay direct.
     pub keep: HashSet<FunctionId>,
+    /// Callees small or frequent enough to be inlined into `keep`.
+    pub direct: HashSet<FunctionId>,
     /// Of `keep`: not listed as cold, and listed but inlined into those.
     pub hot: usize,
     pub inlined: usize,
-    /// V8's inlining over the whole module before the rewrite: inlinings, bytes.
+    /// V8's inlining over the whole module before the rewrite, and after it: inlinings, bytes.
     pub before: (usize, i64),
-    /// Listed names present in the module, of how many listed.
+    pub after: (usize, i64),
+    /// Listed names present in the module, of how many listed: the cold list, the frequent one.
     pub found: (usize, usize),
+    pub frequent_found: (usize, usize),
 }
 
-pub fn plan(m: &Module, cold: &NameList) -> Plan {
+pub fn plan(m: &Module, cold: &NameList, frequent: &NameList) -> Plan {
     let g = CallGraph::of(m);
-    let mut keep: HashSet<FunctionId> = m
+    let name = |id: FunctionId| m.funcs.get(id).name.as_deref();
+    let direct: HashSet<FunctionId> = m
         .funcs
         .iter_local()
-        .filter(|(id, _)| !m.funcs.get(*id).name.as_deref().is_some_and(|n| cold.contains(n)))
         .map(|(id, _)| id)
+        .filter(|id| {
+            let s = g.size[id];
+            s <= SMALL_CALLEE || (s <= FREQUENT_CALLEE && name(*id).is_some_and(|n| frequent.contains(n)))
+        })
         .collect();
+    let admits = |c: FunctionId| direct.contains(&c);
+    let mut keep: HashSet<FunctionId> =
+        m.funcs.iter_local().map(|(id, _)| id).filter(|id| !name(*id).is_some_and(|n| cold.contains(n))).collect();
     let hot_count = keep.len();
     let mut inlined = HashSet::new();
     for &id in &keep {
-        g.inline_closure(id, &mut inlined);
-    }
-    let mut before = (0, 0);
-    for (id, _) in m.funcs.iter_local() {
-        let (c, b) = g.inline_closure(id, &mut HashSet::new());
-        before.0 += c;
-        before.1 += b;
+        g.inline_closure_where(id, &mut inlined, &admits);
     }
     let n_inlined = inlined.difference(&keep).count();
     keep.extend(inlined);
-    let found = cold.found_in(m.funcs.iter_local().filter_map(|(id, _)| m.funcs.get(id).name.as_deref()));
-    Plan { keep, hot: hot_count, inlined: n_inlined, before, found }
+    let (mut before, mut after) = ((0, 0), (0, 0));
+    for (id, _) in m.funcs.iter_local() {
+        let (c, b) = g.inline_closure(id, &mut HashSet::new());
+        before = (before.0 + c, before.1 + b);
+        if keep.contains(&id) {
+            let (c, b) = g.inline_closure_where(id, &mut HashSet::new(), &admits);
+            after = (after.0 + c, after.1 + b);
+        }
+    }
+    let names = || m.funcs.iter_local().filter_map(|(id, _)| name(id));
+    Plan { keep, direct, hot: hot_count, inlined: n_inlined, before, after, found: cold.found_in(names()), frequent_found: frequent.found_in(names()) }
 }
 
 /// What [`rewrite`] did.
@@ -180,14 +222,17 @@ pub fn plan(m: &Module, cold: &NameList) -> Plan {
 pub struct Rewritten {
     pub functions: usize,
     pub cold: usize,
+    /// Call sites made indirect: in all, and of those in functions of `keep`.
     pub sites: usize,
+    pub kept_sites: usize,
     pub callees: usize,
 }
 
-/// Every direct call to a declared function made by a function outside `keep` becomes
-/// `i32.const slot; call_indirect (type of the callee)` through the main function table, which
-/// grows by one slot per such callee (an active element segment fills them).
-pub fn rewrite(m: &mut Module, keep: &HashSet<FunctionId>) -> Result<Rewritten, String> {
+/// Every direct call to a declared function made by a function outside `p.keep`, or to a callee
+/// outside `p.direct`, becomes `i32.const slot; call_indirect (type of the callee)` through the
+/// main function table, which grows by one slot per such callee (an active element segment fills
+/// them).
+pub fn rewrite(m: &mut Module, p: &Plan) -> Result<Rewritten, String> {
     let table = match m.tables.main_function_table().map_err(|e| e.to_string())? {
         Some(t) => t,
         None => return Err("the module has no function table".into()),
@@ -200,10 +245,10 @@ pub fn rewrite(m: &mut Module, keep: &HashSet<FunctionId>) -> Result<Rewritten, 
     let mut order: Vec<FunctionId> = vec![];
     let mut done = Rewritten { functions: locals.len(), ..Rewritten::default() };
     for id in locals {
-        if keep.contains(&id) {
-            continue;
+        let kept = p.keep.contains(&id);
+        if !kept {
+            done.cold += 1;
         }
-        done.cold += 1;
         let FunctionKind::Local(f) = &mut m.funcs.get_mut(id).kind else { continue };
         let mut seqs = vec![f.entry_block()];
         while let Some(seq) = seqs.pop() {
@@ -217,13 +262,14 @@ pub fn rewrite(m: &mut Module, keep: &HashSet<FunctionId>) -> Result<Rewritten, 
                         seqs.push(e.consequent);
                         seqs.push(e.alternative);
                     }
-                    Instr::Call(Call { func }) if declared.contains(func) => {
+                    Instr::Call(Call { func }) if declared.contains(func) && !(kept && p.direct.contains(func)) => {
                         let slot = *slots.entry(*func).or_insert_with(|| {
                             order.push(*func);
                             base + order.len() as u64 - 1
                         });
                         let slot = i32::try_from(slot).map_err(|_| "function table too large")?;
                         done.sites += 1;
+                        done.kept_sites += usize::from(kept);
                         out.push((Instr::Const(Const { value: Value::I32(slot) }), loc));
                         out.push((Instr::CallIndirect(CallIndirect { ty: types[func], table }), loc));
                         continue;

@@ -78,11 +78,12 @@ fn cold_functions_call_through_the_table_and_hot_ones_are_untouched() {
     m.exports.add("hot", hot);
     m.exports.add("cold", cold);
     let mut m = reparse(&mut m);
-    let p = plan(&m, &NameList::parse("cold\ng\nnot-in-the-module\n"));
+    // g (~243 bytes) is over SMALL_CALLEE: listed as frequent, it stays direct in hot functions.
+    let p = plan(&m, &NameList::parse("cold\ng\nnot-in-the-module\n"), &NameList::parse("g\n"));
     assert_eq!(p.keep, HashSet::from([by_name(&m, "hot"), by_name(&m, "unlisted")]));
-    assert_eq!(p.found, (2, 3));
-    let r = rewrite(&mut m, &p.keep).unwrap();
-    assert_eq!(r, Rewritten { functions: 4, cold: 2, sites: 3, callees: 2 });
+    assert_eq!((p.found, p.frequent_found), ((2, 3), (1, 1)));
+    let r = rewrite(&mut m, &p).unwrap();
+    assert_eq!(r, Rewritten { functions: 4, cold: 2, sites: 3, kept_sites: 0, callees: 2 });
     let bytes = write(&mut m).unwrap();
     let m = read(&bytes, true).unwrap();
     let body = |name: &str| {
@@ -110,6 +111,70 @@ fn cold_functions_call_through_the_table_and_hot_ones_are_untouched() {
         other => panic!("{other:?}"),
     }
     let _ = t;
+}
+
+/// The callee of each call instruction of `name`'s body, direct or through the table.
+fn call_targets(m: &Module, name: &str) -> Vec<(FunctionId, bool)> {
+    let FunctionKind::Local(f) = &m.funcs.get(by_name(m, name)).kind else { panic!() };
+    let instrs: Vec<Instr> = f.block(f.entry_block()).instrs.iter().map(|(i, _)| i.clone()).collect();
+    let table = m.tables.main_function_table().unwrap().unwrap();
+    let slot = |s: i32| {
+        m.elements
+            .iter()
+            .find_map(|e| match (&e.kind, &e.items) {
+                (ElementKind::Active { table: t, offset: ConstExpr::Value(Value::I32(o)) }, ElementItems::Functions(fs)) if *t == table && s >= *o => {
+                    fs.get((s - o) as usize).copied()
+                }
+                _ => None,
+            })
+            .unwrap()
+    };
+    let mut out = vec![];
+    for (k, i) in instrs.iter().enumerate() {
+        match i {
+            Instr::Call(c) => out.push((c.func, true)),
+            Instr::CallIndirect(_) => {
+                let Instr::Const(Const { value: Value::I32(s) }) = instrs[k - 1] else { panic!() };
+                out.push((slot(s), false));
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+#[test]
+fn functions_requests_run_call_directly_only_small_or_frequent_callees() {
+    let mut m = Module::default();
+    table(&mut m);
+    let leaf = func(&mut m, "leaf", 2, &[]);
+    let small = func(&mut m, "small", 10, &[leaf]); // ~35 bytes
+    let rare = func(&mut m, "rare", 60, &[leaf]); // ~185: over SMALL_CALLEE, not frequent
+    let frequent = func(&mut m, "frequent", 60, &[leaf]); // ~185, frequent
+    let huge = func(&mut m, "huge", 400, &[leaf]); // ~1,200: over FREQUENT_CALLEE though frequent
+    let inlined = func(&mut m, "inlined", 5, &[rare, leaf]); // listed cold, but V8 inlines it into hot
+    let hot = func(&mut m, "hot", 1000, &[small, rare, frequent, huge, inlined]);
+    m.exports.add("hot", hot);
+    let mut m = reparse(&mut m);
+    let size = |n: &str| CallGraph::of(&m).size[&by_name(&m, n)];
+    assert!(size("small") <= SMALL_CALLEE && size("rare") > SMALL_CALLEE && size("frequent") <= FREQUENT_CALLEE);
+    assert!(size("huge") > FREQUENT_CALLEE && size("inlined") <= SMALL_CALLEE);
+    let p = plan(&m, &NameList::parse("inlined\n"), &NameList::parse("frequent\nhuge\n"));
+    let ids = |names: &[&str]| names.iter().map(|n| by_name(&m, n)).collect::<HashSet<_>>();
+    // "inlined" is listed cold, but V8 inlines it into hot: its own calls stay as hot's would be.
+    assert_eq!(p.keep, ids(&["leaf", "small", "rare", "frequent", "huge", "inlined", "hot"]));
+    assert_eq!(p.inlined, 1);
+    let r = rewrite(&mut m, &p).unwrap();
+    // hot -> rare, hot -> huge, inlined -> rare; nothing else.
+    assert_eq!((r.sites, r.kept_sites, r.cold, r.callees), (3, 3, 0, 2));
+    let m = read(&write(&mut m).unwrap(), true).unwrap();
+    let id = |n: &str| by_name(&m, n);
+    assert_eq!(
+        call_targets(&m, "hot"),
+        vec![(id("small"), true), (id("rare"), false), (id("frequent"), true), (id("huge"), false), (id("inlined"), true)]
+    );
+    assert_eq!(call_targets(&m, "inlined"), vec![(id("rare"), false), (id("leaf"), true)]);
+    assert_eq!(call_targets(&m, "rare"), vec![(id("leaf"), true)]);
 }
 
 #[test]
