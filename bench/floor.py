@@ -32,7 +32,10 @@ import sys
 import threading
 import time
 
-from run import CRS_PL1, PROCS, cpu_model, find_envoy, http_get, mem_kb, port_free, wafer_config
+from run import CRS_PL1, PROCS, cpu_model, envoy_ready, find_envoy, http_get, mem_kb, port_free, wafer_config
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts"))
+from precompile import read_leb, sections  # noqa: E402 (scripts/ is not a package)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -90,22 +93,7 @@ def build_floor(features, target_dir):
 def code_bytes(path):
     """The size of a module's code section (what V8 compiles)."""
     data = open(path, "rb").read()
-    p = 8
-    while p < len(data):
-        sid = data[p]
-        p += 1
-        size = shift = 0
-        while True:
-            b = data[p]
-            p += 1
-            size |= (b & 0x7F) << shift
-            shift += 7
-            if b < 0x80:
-                break
-        if sid == 10:
-            return size
-        p += size
-    return 0
+    return sum(read_leb(data, start + 1)[0] for sid, _, start, _ in sections(data) if sid == 10)
 
 
 def render(tmpl, **kw):
@@ -159,18 +147,12 @@ class Floor:
         t0 = time.monotonic()
         p = PROCS.start("envoy", ["taskset", "-c", self.sut, self.envoy, "-c", conf, "--concurrency", "1",
                                   "--disable-hot-restart", "-l", "warning"], os.path.join(self.run_dir, "envoy.log"))
-        while time.monotonic() - t0 < 120:
-            if p.poll() is not None:
-                raise SystemExit(f"[floor] envoy exited with {p.returncode}; see {self.run_dir}/envoy.log")
-            try:
-                st, _, body = http_get(self.admin, "/ready", timeout=0.5)
-                if st == 200 and body.strip() == b"LIVE":
-                    return p, time.monotonic() - t0
-            except OSError:
-                pass
-            time.sleep(0.005)
-        PROCS.stop(p)
-        raise SystemExit("[floor] envoy not LIVE after 120 s")
+        ready = envoy_ready(p, self.admin, t0)
+        if ready is None:
+            what = f"exited with {p.returncode}" if p.poll() is not None else "was not LIVE after 120 s"
+            PROCS.stop(p)
+            raise SystemExit(f"[floor] envoy {what}; see {self.run_dir}/envoy.log")
+        return p, ready
 
     def measure(self, t):
         name, label, kind, plugin, refuses = t

@@ -453,6 +453,21 @@ def http_get(port, path, headers=None, timeout=1.0, method="GET", body=None):
         c.close()
 
 
+def envoy_ready(p, admin_port, t0, timeout=120):
+    """Seconds from t0 until Envoy's admin /ready says LIVE; None if Envoy exits or `timeout` passes."""
+    while time.monotonic() < t0 + timeout:
+        if p.poll() is not None:
+            return None
+        try:
+            st, _, body = http_get(admin_port, "/ready", timeout=0.5)
+            if st == 200 and body.strip() == b"LIVE":
+                return time.monotonic() - t0
+        except OSError:
+            pass
+        time.sleep(0.005)
+    return None
+
+
 def envoy_stats(admin_port):
     _, _, body = http_get(admin_port, "/stats", timeout=5)
     out = {}
@@ -699,19 +714,12 @@ class Bench:
         t0 = time.monotonic()
         p = PROCS.start(name, ["taskset", "-c", self.sut, self.envoy_bin, "-c", conf, "--concurrency", str(concurrency),
                                "--disable-hot-restart", "-l", "warning"], logf)
-        deadline = t0 + 120
-        while time.monotonic() < deadline:
-            if p.poll() is not None:
-                raise RuntimeError(f"{name} exited with {p.returncode}:\n" + self.tail(f"{name}.log", 30))
-            try:
-                st, _, body = http_get(admin, "/ready", timeout=0.5)
-                if st == 200 and body.strip() == b"LIVE":
-                    return p, time.monotonic() - t0
-            except OSError:
-                pass
-            time.sleep(0.005)
-        PROCS.stop(p)
-        raise RuntimeError(f"{name} not LIVE after 120 s:\n" + self.tail(f"{name}.log", 30))
+        ready = envoy_ready(p, admin, t0)
+        if ready is None:
+            what = f"exited with {p.returncode}" if p.poll() is not None else "not LIVE after 120 s"
+            PROCS.stop(p)
+            raise RuntimeError(f"{name} {what}:\n" + self.tail(f"{name}.log", 30))
+        return p, ready
 
     def start_target(self, t):
         name, label, kind, cfg = t
