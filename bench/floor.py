@@ -32,7 +32,8 @@ import sys
 import threading
 import time
 
-from run import CRS_PL1, PROCS, cpu_model, envoy_ready, find_envoy, http_get, mem_kb, port_free, wafer_config
+from run import (CRS_PL1, PROCS, cpu_model, envoy_ready, find_envoy, http_get, mem_kb, port_free, render_template,
+                 wafer_config)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts"))
 from precompile import read_leb, sections  # noqa: E402 (scripts/ is not a package)
@@ -96,13 +97,6 @@ def code_bytes(path):
     return sum(read_leb(data, start + 1)[0] for sid, _, start, _ in sections(data) if sid == 10)
 
 
-def render(tmpl, **kw):
-    text = open(os.path.join(HERE, "conf", tmpl)).read()
-    for k, v in kw.items():
-        text = text.replace(f"@{k}@", str(v))
-    return text
-
-
 class Floor:
     def __init__(self):
         self.envoy = find_envoy()
@@ -136,10 +130,10 @@ class Floor:
         wasm_filter = ""
         if kind is not None:
             value = plugin if isinstance(plugin, str) else json.dumps(plugin)
-            wasm_filter = render("wasm-filter.yaml", PLUGIN_CONFIG=json.dumps(value), WASM=self.module(kind)).rstrip("\n")
+            wasm_filter = render_template("wasm-filter.yaml", PLUGIN_CONFIG=json.dumps(value), WASM=self.module(kind)).rstrip("\n")
         path = os.path.join(self.run_dir, "envoy.yaml")
         with open(path, "w") as f:
-            f.write(render("envoy.yaml", PORT=self.port, ADMIN_PORT=self.admin, UPSTREAM_PORT=self.upstream_port,
+            f.write(render_template("envoy.yaml", PORT=self.port, ADMIN_PORT=self.admin, UPSTREAM_PORT=self.upstream_port,
                            WASM_FILTER=wasm_filter))
         return path
 

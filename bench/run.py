@@ -453,6 +453,17 @@ def http_get(port, path, headers=None, timeout=1.0, method="GET", body=None):
         c.close()
 
 
+def render_template(template, **kv):
+    """bench/conf/TEMPLATE with its @NAME@ placeholders filled from kv (every one must be)."""
+    text = open(os.path.join(HERE, "conf", template)).read()
+    for k, v in kv.items():
+        text = text.replace(f"@{k}@", str(v))
+    left = re.findall(r"@[A-Z_]+@", text)
+    if left:
+        raise RuntimeError(f"unfilled placeholders {left} in {template}")
+    return text
+
+
 def envoy_ready(p, admin_port, t0, timeout=120):
     """Seconds from t0 until Envoy's admin /ready says LIVE; None if Envoy exits or `timeout` passes."""
     while time.monotonic() < t0 + timeout:
@@ -642,14 +653,8 @@ class Bench:
         }
 
     def render(self, template, out, **kv):
-        text = open(os.path.join(HERE, "conf", template)).read()
-        for k, v in kv.items():
-            text = text.replace(f"@{k}@", str(v))
-        left = re.findall(r"@[A-Z_]+@", text)
-        if left:
-            raise RuntimeError(f"unfilled placeholders {left} in {template}")
         with open(out, "w") as f:
-            f.write(text)
+            f.write(render_template(template, **kv))
         return out
 
     # -- servers ------------------------------------------------------------------------------

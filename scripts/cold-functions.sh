@@ -99,7 +99,8 @@ head = """# Functions requests do not run (stable names: the build's hash droppe
 # corpus of requests (CRS PL1/PL2, @targeted, @headers-only, every protection; GET, new values,
 # JSON, urlencoded, multipart, XML, attacks, a response body); listed: the CLI's functions that
 # ran neither after the first requests nor 10,000 times while the CRS was compiled. Functions
-# the list does not name (Envoy's side, or what the CLI's build inlined) keep their calls.
+# the list does not name (Envoy's side, or what the CLI's build inlined) count as run by requests:
+# their calls to small or frequent callees (frequent-functions.txt) stay direct.
 """
 open(out, "w").write(head + "\n".join(sorted(cold)) + "\n")
 head = f"""# Functions requests enter most often (stable names), for coldcalls (coldcalls/): functions
