@@ -1,5 +1,5 @@
-//! The proxy-wasm ABI (version 0.2.1) as wafer uses it: the host functions it calls, the
-//! callbacks it exports, and the contexts those callbacks reach.
+//! The proxy-wasm ABI (version 0.2.1) as wafer uses it: the host functions it calls and the
+//! values they take (the callbacks it exports are in `exports.rs`).
 //!
 //! Written here instead of taken from the proxy-wasm SDK because the host charges for every
 //! callback a module exports and for every allocation a request makes (measured with
@@ -18,64 +18,43 @@
 //!   sequential integers), in boxes that are kept for the next stream instead of freed.
 //! - Every host call returns the status it got as an error; none panics.
 
-use std::cell::RefCell;
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
-
-use crate::http::WaferHttp;
-use crate::WaferRoot;
-
 /// Values as the ABI defines them.
 pub(crate) mod types {
-    pub(crate) type Bytes = Vec<u8>;
+    pub(crate) use wafer_filter::host::{Bytes, Status};
 
-    /// What a stream callback tells the host.
-    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-    #[repr(u32)]
-    pub(crate) enum Action {
-        Continue = 0,
-        /// Envoy: stop iteration (and, for bodies, buffer).
-        Pause = 1,
+    /// A stream callback's answer (`Action`): continue, or stop iteration (and, for bodies,
+    /// buffer).
+    pub(crate) fn action(a: wafer_filter::Action) -> u32 {
+        match a {
+            wafer_filter::Action::Continue => 0,
+            wafer_filter::Action::Pause => 1,
+        }
     }
 
-    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-    #[repr(u32)]
-    pub(crate) enum LogLevel {
-        Info = 2,
-        Warn = 3,
-        Error = 4,
-        Critical = 5,
+    /// `Ok(())` for 0, else the status (the ABI's `WasmResult`).
+    pub(crate) fn check(raw: u32) -> Result<(), Status> {
+        Err(match raw {
+            0 => return Ok(()),
+            1 => Status::NotFound,
+            2 => Status::BadArgument,
+            3 => Status::SerializationFailure,
+            4 => Status::ParseFailure,
+            7 => Status::Empty,
+            8 => Status::CasMismatch,
+            10 => Status::InternalFailure,
+            12 => Status::Unimplemented,
+            other => Status::Other(other),
+        })
     }
 
-    /// A host call's result other than success (the ABI's `WasmResult`).
-    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-    pub(crate) enum Status {
-        NotFound,
-        BadArgument,
-        SerializationFailure,
-        ParseFailure,
-        Empty,
-        CasMismatch,
-        InternalFailure,
-        Unimplemented,
-        Other(u32),
-    }
-
-    impl Status {
-        /// `Ok(())` for 0, else the status.
-        pub(crate) fn check(raw: u32) -> Result<(), Status> {
-            Err(match raw {
-                0 => return Ok(()),
-                1 => Status::NotFound,
-                2 => Status::BadArgument,
-                3 => Status::SerializationFailure,
-                4 => Status::ParseFailure,
-                7 => Status::Empty,
-                8 => Status::CasMismatch,
-                10 => Status::InternalFailure,
-                12 => Status::Unimplemented,
-                other => Status::Other(other),
-            })
+    /// The ABI's log levels (Envoy's).
+    pub(crate) fn log_level(level: wafer_filter::host::Level) -> u32 {
+        use wafer_filter::host::Level;
+        match level {
+            Level::Info => 2,
+            Level::Warn => 3,
+            Level::Error => 4,
+            Level::Critical => 5,
         }
     }
 
@@ -107,7 +86,8 @@ pub(crate) mod hostcalls {
     use std::ptr::{null, null_mut};
     use std::time::Duration;
 
-    use super::types::{BufferType, Bytes, LogLevel, MapType, MetricType, Status};
+    use super::types::{check, log_level, BufferType, Bytes, MapType, MetricType, Status};
+    use wafer_filter::host::Level;
 
     #[link(wasm_import_module = "env")]
     extern "C" {
@@ -115,6 +95,9 @@ pub(crate) mod hostcalls {
         fn proxy_get_current_time_nanoseconds(return_time: *mut u64) -> u32;
         fn proxy_set_tick_period_milliseconds(period: u32) -> u32;
         fn proxy_get_buffer_bytes(buffer_type: u32, start: usize, max_size: usize, return_data: *mut *mut u8, return_size: *mut usize) -> u32;
+        // Statuses are read as plain integers: an unknown value must not become an invalid enum.
+        fn proxy_get_header_map_pairs(map_type: u32, return_data: *mut *mut u8, return_size: *mut usize) -> u32;
+        fn proxy_get_property(path_data: *const u8, path_size: usize, return_data: *mut *mut u8, return_size: *mut usize) -> u32;
         fn proxy_get_header_map_value(map_type: u32, key_data: *const u8, key_size: usize, return_data: *mut *mut u8, return_size: *mut usize) -> u32;
         fn proxy_replace_header_map_value(map_type: u32, key_data: *const u8, key_size: usize, value_data: *const u8, value_size: usize) -> u32;
         fn proxy_add_header_map_value(map_type: u32, key_data: *const u8, key_size: usize, value_data: *const u8, value_size: usize) -> u32;
@@ -161,30 +144,30 @@ pub(crate) mod hostcalls {
     }
 
     /// Writes one line to Envoy's log (component `wasm`); Envoy drops it below its level.
-    pub(crate) fn log(level: LogLevel, message: &str) -> Result<(), Status> {
+    pub(crate) fn log(level: Level, message: &str) -> Result<(), Status> {
         // SAFETY: the message is readable for its length.
-        Status::check(unsafe { proxy_log(level as u32, message.as_ptr(), message.len()) })
+        check(unsafe { proxy_log(log_level(level), message.as_ptr(), message.len()) })
     }
 
     /// Nanoseconds since the Unix epoch, by the host's clock.
     pub(crate) fn current_time_nanos() -> Result<u64, Status> {
         let mut t = 0u64;
         // SAFETY: the host writes one u64.
-        Status::check(unsafe { proxy_get_current_time_nanoseconds(&mut t) })?;
+        check(unsafe { proxy_get_current_time_nanoseconds(&mut t) })?;
         Ok(t)
     }
 
     pub(crate) fn set_tick_period(period: Duration) -> Result<(), Status> {
         let ms = u32::try_from(period.as_millis()).unwrap_or(u32::MAX);
         // SAFETY: no memory is passed.
-        Status::check(unsafe { proxy_set_tick_period_milliseconds(ms) })
+        check(unsafe { proxy_set_tick_period_milliseconds(ms) })
     }
 
     /// `max_size` bytes of a buffer from `start`; `None` when the host has none.
     pub(crate) fn get_buffer(buffer: BufferType, start: usize, max_size: usize) -> Result<Option<Bytes>, Status> {
         let (mut data, mut size) = (null_mut(), 0usize);
         // SAFETY: the host writes a pointer and a size (see `taken`).
-        match Status::check(unsafe { proxy_get_buffer_bytes(buffer as u32, start, max_size, &mut data, &mut size) }) {
+        match check(unsafe { proxy_get_buffer_bytes(buffer as u32, start, max_size, &mut data, &mut size) }) {
             // SAFETY: as above.
             Ok(()) => Ok(unsafe { taken(data, size) }),
             Err(Status::NotFound) => Ok(None),
@@ -192,11 +175,33 @@ pub(crate) mod hostcalls {
         }
     }
 
+    /// A whole header map, serialized (see `serialize_map`), in the host's buffer: one call and
+    /// one allocation for all headers. `Some(empty)` when the host gives no buffer.
+    pub(crate) fn get_header_map_pairs(map: MapType) -> Result<Bytes, Status> {
+        let (mut data, mut size) = (null_mut(), 0usize);
+        // SAFETY: the host writes a pointer and a size (see `taken`).
+        check(unsafe { proxy_get_header_map_pairs(map as u32, &mut data, &mut size) })?;
+        // SAFETY: as above.
+        Ok(unsafe { taken(data, size) }.unwrap_or_default())
+    }
+
+    /// A property, its path's parts joined by NUL (`source\0address`); `None` when the host
+    /// has no value.
+    pub(crate) fn get_property(path: &[u8]) -> Option<Bytes> {
+        let (mut data, mut size) = (null_mut(), 0usize);
+        // SAFETY: the path is readable; the host writes a pointer and a size (see `taken`).
+        if check(unsafe { proxy_get_property(path.as_ptr(), path.len(), &mut data, &mut size) }).is_err() {
+            return None;
+        }
+        // SAFETY: as above.
+        unsafe { taken(data, size) }
+    }
+
     /// The value of a header (`Some(empty)` for an empty one); `None` when absent.
     pub(crate) fn get_map_value_bytes(map: MapType, key: &str) -> Result<Option<Bytes>, Status> {
         let (mut data, mut size) = (null_mut(), 0usize);
         // SAFETY: the key is readable; the host writes a pointer and a size (see `taken`).
-        match Status::check(unsafe { proxy_get_header_map_value(map as u32, key.as_ptr(), key.len(), &mut data, &mut size) }) {
+        match check(unsafe { proxy_get_header_map_value(map as u32, key.as_ptr(), key.len(), &mut data, &mut size) }) {
             // SAFETY: as above.
             Ok(()) => Ok(Some(unsafe { taken(data, size) }.unwrap_or_default())),
             Err(Status::NotFound) => Ok(None),
@@ -205,29 +210,29 @@ pub(crate) mod hostcalls {
     }
 
     /// Replaces a header's values with `value`, or removes the header (`None`).
-    pub(crate) fn set_map_value(map: MapType, key: &str, value: Option<&str>) -> Result<(), Status> {
+    pub(crate) fn set_map_value(map: MapType, key: &str, value: Option<&[u8]>) -> Result<(), Status> {
         match value {
             // SAFETY: key and value are readable for their lengths.
-            Some(v) => Status::check(unsafe { proxy_replace_header_map_value(map as u32, key.as_ptr(), key.len(), v.as_ptr(), v.len()) }),
+            Some(v) => check(unsafe { proxy_replace_header_map_value(map as u32, key.as_ptr(), key.len(), v.as_ptr(), v.len()) }),
             None => remove_map_value(map, key),
         }
     }
 
     pub(crate) fn add_map_value_bytes(map: MapType, key: &str, value: &[u8]) -> Result<(), Status> {
         // SAFETY: key and value are readable for their lengths.
-        Status::check(unsafe { proxy_add_header_map_value(map as u32, key.as_ptr(), key.len(), value.as_ptr(), value.len()) })
+        check(unsafe { proxy_add_header_map_value(map as u32, key.as_ptr(), key.len(), value.as_ptr(), value.len()) })
     }
 
     pub(crate) fn remove_map_value(map: MapType, key: &str) -> Result<(), Status> {
         // SAFETY: the key is readable for its length.
-        Status::check(unsafe { proxy_remove_header_map_value(map as u32, key.as_ptr(), key.len()) })
+        check(unsafe { proxy_remove_header_map_value(map as u32, key.as_ptr(), key.len()) })
     }
 
     /// A VM-shared value and its compare-and-swap token; `(None, None)` when absent.
     pub(crate) fn get_shared_data(key: &str) -> Result<(Option<Bytes>, Option<u32>), Status> {
         let (mut data, mut size, mut cas) = (null_mut(), 0usize, 0u32);
         // SAFETY: the key is readable; the host writes a pointer, a size (see `taken`) and a u32.
-        match Status::check(unsafe { proxy_get_shared_data(key.as_ptr(), key.len(), &mut data, &mut size, &mut cas) }) {
+        match check(unsafe { proxy_get_shared_data(key.as_ptr(), key.len(), &mut data, &mut size, &mut cas) }) {
             // SAFETY: as above.
             Ok(()) => Ok((unsafe { taken(data, size) }, (cas != 0).then_some(cas))),
             Err(Status::NotFound) => Ok((None, None)),
@@ -240,7 +245,7 @@ pub(crate) mod hostcalls {
     pub(crate) fn set_shared_data(key: &str, value: Option<&[u8]>, cas: Option<u32>) -> Result<(), Status> {
         let (p, n) = value.map_or((null(), 0), |v| (v.as_ptr(), v.len()));
         // SAFETY: key and value are readable for their lengths.
-        Status::check(unsafe { proxy_set_shared_data(key.as_ptr(), key.len(), p, n, cas.unwrap_or(0)) })
+        check(unsafe { proxy_set_shared_data(key.as_ptr(), key.len(), p, n, cas.unwrap_or(0)) })
     }
 
     /// The ABI's map serialization: count, (name length, value length) pairs, then each
@@ -267,7 +272,7 @@ pub(crate) mod hostcalls {
     pub(crate) fn send_http_response(status: u32, headers: &[(&str, &str)], body: &[u8]) -> Result<(), Status> {
         let headers = serialize_map(headers);
         // SAFETY: body and headers are readable for their lengths; no details are passed.
-        Status::check(unsafe { proxy_send_local_response(status, null(), 0, body.as_ptr(), body.len(), headers.as_ptr(), headers.len(), -1) })
+        check(unsafe { proxy_send_local_response(status, null(), 0, body.as_ptr(), body.len(), headers.as_ptr(), headers.len(), -1) })
     }
 
     /// Starts an HTTP call to a cluster; its response is not read. Returns the call's token.
@@ -277,7 +282,7 @@ pub(crate) mod hostcalls {
         let ms = u32::try_from(timeout.as_millis()).unwrap_or(u32::MAX);
         let mut token = 0u32;
         // SAFETY: every buffer is readable for its length; the host writes one u32.
-        Status::check(unsafe {
+        check(unsafe {
             proxy_http_call(
                 upstream.as_ptr(),
                 upstream.len(),
@@ -297,188 +302,18 @@ pub(crate) mod hostcalls {
     pub(crate) fn define_metric(kind: MetricType, name: &str) -> Result<u32, Status> {
         let mut id = 0u32;
         // SAFETY: the name is readable; the host writes one u32.
-        Status::check(unsafe { proxy_define_metric(kind as u32, name.as_ptr(), name.len(), &mut id) })?;
+        check(unsafe { proxy_define_metric(kind as u32, name.as_ptr(), name.len(), &mut id) })?;
         Ok(id)
     }
 
     pub(crate) fn increment_metric(id: u32, offset: i64) -> Result<(), Status> {
         // SAFETY: no memory is passed.
-        Status::check(unsafe { proxy_increment_metric(id, offset) })
+        check(unsafe { proxy_increment_metric(id, offset) })
     }
 
     pub(crate) fn record_metric(id: u32, value: u64) -> Result<(), Status> {
         // SAFETY: no memory is passed.
-        Status::check(unsafe { proxy_record_metric(id, value) })
+        check(unsafe { proxy_record_metric(id, value) })
     }
-}
-
-/// Context ids are small integers handed out in order: a multiplication spreads them over
-/// the hash's high bits (the map's tag) and keeps consecutive ids apart in its low bits.
-#[derive(Default)]
-struct IdHasher(u64);
-
-impl Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        }
-    }
-
-    fn write_u32(&mut self, n: u32) {
-        self.0 = u64::from(n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-}
-
-/// Most stream boxes kept for later streams.
-const STREAMS_KEEP: usize = 256;
-
-#[derive(Default)]
-struct Contexts {
-    /// Root contexts (one per plugin configuration sharing this VM) by id.
-    roots: Vec<(u32, WaferRoot)>,
-    streams: HashMap<u32, Box<WaferHttp>, BuildHasherDefault<IdHasher>>,
-    /// Boxes of ended streams, emptied, for the next ones (boxed, so that handing one to
-    /// the map and back moves a pointer, not a stream).
-    #[allow(clippy::vec_box)]
-    spare: Vec<Box<WaferHttp>>,
-}
-
-thread_local! {
-    static CONTEXTS: RefCell<Contexts> = RefCell::new(Contexts::default());
-}
-
-impl Contexts {
-    fn root(&mut self, id: u32) -> Option<&mut WaferRoot> {
-        self.roots.iter_mut().find(|(i, _)| *i == id).map(|(_, r)| r)
-    }
-}
-
-/// Runs `f` on the contexts; `None` when they are already in use (a host call re-entering a
-/// callback, which the ABI does not do) or the thread is ending.
-fn with_contexts<R>(f: impl FnOnce(&mut Contexts) -> R) -> Option<R> {
-    CONTEXTS.try_with(|c| c.try_borrow_mut().ok().map(|mut c| f(&mut c))).ok().flatten()
-}
-
-/// Runs `f` on stream `id`'s context; `default` when there is none.
-fn with_stream<R>(id: u32, default: R, f: impl FnOnce(&mut WaferHttp) -> R) -> R {
-    with_contexts(|c| c.streams.get_mut(&id).map(|s| f(s))).flatten().unwrap_or(default)
-}
-
-fn action(a: types::Action) -> u32 {
-    a as u32
-}
-
-#[no_mangle]
-pub extern "C" fn proxy_abi_version_0_2_1() {}
-
-/// WASI reactor start: runs the C and Rust static constructors (wasi-libc's among them).
-#[cfg(target_os = "wasi")]
-#[no_mangle]
-pub extern "C" fn _initialize() {
-    extern "C" {
-        fn __wasm_call_ctors();
-    }
-    // SAFETY: called once by the host, before any other export.
-    unsafe { __wasm_call_ctors() }
-}
-
-/// The host asks for `size` bytes it will fill and hand back (host calls returning data).
-#[no_mangle]
-pub extern "C" fn proxy_on_memory_allocate(size: usize) -> *mut u8 {
-    let mut v: Vec<u8> = Vec::with_capacity(size);
-    let p = v.as_mut_ptr();
-    std::mem::forget(v);
-    p
-}
-
-#[no_mangle]
-pub extern "C" fn proxy_on_context_create(id: u32, root_id: u32) {
-    with_contexts(|c| {
-        if root_id == 0 {
-            if c.root(id).is_none() {
-                c.roots.push((id, WaferRoot::default()));
-            }
-            return;
-        }
-        let shared = c.root(root_id).and_then(|r| r.shared.clone());
-        let stream = match c.spare.pop() {
-            Some(mut b) => {
-                b.reuse(id, shared);
-                b
-            }
-            None => Box::new(WaferHttp::new(id, shared)),
-        };
-        if let Some(mut old) = c.streams.insert(id, stream) {
-            // A reused id (the host never does this): the old stream ends here.
-            old.release();
-        }
-    });
-}
-
-#[no_mangle]
-pub extern "C" fn proxy_on_vm_start(id: u32, _vm_configuration_size: usize) -> u32 {
-    with_contexts(|c| c.root(id).map(WaferRoot::on_vm_start)).flatten().unwrap_or(false).into()
-}
-
-#[no_mangle]
-pub extern "C" fn proxy_on_configure(id: u32, _plugin_configuration_size: usize) -> u32 {
-    with_contexts(|c| c.root(id).map(WaferRoot::on_configure)).flatten().unwrap_or(false).into()
-}
-
-#[no_mangle]
-pub extern "C" fn proxy_on_tick(id: u32) {
-    with_contexts(|c| c.root(id).map(WaferRoot::on_tick));
-}
-
-#[no_mangle]
-pub extern "C" fn proxy_on_request_headers(id: u32, num_headers: usize, end_of_stream: u32) -> u32 {
-    action(with_stream(id, types::Action::Continue, |s| s.on_http_request_headers(num_headers, end_of_stream != 0)))
-}
-
-#[no_mangle]
-pub extern "C" fn proxy_on_request_body(id: u32, body_size: usize, end_of_stream: u32) -> u32 {
-    action(with_stream(id, types::Action::Continue, |s| s.on_http_request_body(body_size, end_of_stream != 0)))
-}
-
-#[no_mangle]
-pub extern "C" fn proxy_on_request_trailers(id: u32, _num_trailers: usize) -> u32 {
-    action(with_stream(id, types::Action::Continue, WaferHttp::on_http_request_trailers))
-}
-
-#[no_mangle]
-pub extern "C" fn proxy_on_response_headers(id: u32, num_headers: usize, end_of_stream: u32) -> u32 {
-    action(with_stream(id, types::Action::Continue, |s| s.on_http_response_headers(num_headers, end_of_stream != 0)))
-}
-
-#[no_mangle]
-pub extern "C" fn proxy_on_response_body(id: u32, body_size: usize, end_of_stream: u32) -> u32 {
-    action(with_stream(id, types::Action::Continue, |s| s.on_http_response_body(body_size, end_of_stream != 0)))
-}
-
-#[no_mangle]
-pub extern "C" fn proxy_on_response_trailers(id: u32, _num_trailers: usize) -> u32 {
-    action(with_stream(id, types::Action::Continue, WaferHttp::on_http_response_trailers))
-}
-
-/// The end of a context. For a stream: its logging phase (here rather than in `proxy_on_log`,
-/// which Envoy calls just before: one callback fewer per request), then its context is kept
-/// for the next stream.
-#[no_mangle]
-pub extern "C" fn proxy_on_delete(id: u32) {
-    with_contexts(|c| {
-        if let Some(mut s) = c.streams.remove(&id) {
-            s.on_end();
-            s.release();
-            if c.spare.len() < STREAMS_KEEP {
-                c.spare.push(s);
-            }
-        } else {
-            c.roots.retain(|(i, _)| *i != id);
-        }
-    });
 }
 

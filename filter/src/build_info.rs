@@ -1,8 +1,9 @@
 //! What runs: wafer's version, the git revision it was built from, the rule files embedded
 //! in the module and the OWASP CRS version.
 //!
-//! Logged once when the VM starts, and set as an Envoy gauge whose name carries the same
-//! facts (value 1), so `/stats` and Prometheus show what every proxy runs:
+//! Logged when the module starts (the wasm VM; the dynamic module's configuration), and set
+//! as an Envoy gauge whose name carries the same facts (value 1), so `/stats` and Prometheus
+//! show what every proxy runs:
 //!
 //! ```text
 //! wafer: build version=0.1.0 revision=528a234c9f01 crs=4.28.0 embedded=@crs-setup-conf, ...
@@ -12,14 +13,11 @@
 //! [`BUILD_ID`] is one string literal, so it also sits verbatim in the module's data:
 //! `scripts/oci-image.py` reads the version and revision from there for the image labels.
 
-use crate::abi::hostcalls;
-use crate::abi::types::{LogLevel, MetricType};
-
-use crate::host::{self, metric_segment};
+use crate::host::{metric_segment, Host, Level};
 
 /// `wafer-build-id: version=<crate version> revision=<git revision or "unknown">;` (the `;`
 /// ends it for readers of the module's bytes: the linker packs strings without separators).
-pub(crate) const BUILD_ID: &str = concat!(
+pub const BUILD_ID: &str = concat!(
     "wafer-build-id: version=",
     env!("CARGO_PKG_VERSION"),
     " revision=",
@@ -55,13 +53,13 @@ fn embedded_summary() -> String {
 }
 
 /// The start-up line: [`BUILD_ID`]'s facts, the CRS version and the embedded files.
-pub(crate) fn line() -> String {
+pub fn line() -> String {
     let id = BUILD_ID.trim_start_matches("wafer-build-id: ").trim_end_matches(';');
     format!("wafer: build {id} crs={} embedded={}", crs_version(), embedded_summary())
 }
 
 /// `wafer.build.version.<v>.revision.<r>.crs.<c>`, each value made a name segment.
-pub(crate) fn gauge_name() -> String {
+pub fn gauge_name() -> String {
     format!(
         "wafer.build.version.{}.revision.{}.crs.{}",
         metric_segment(env!("CARGO_PKG_VERSION")),
@@ -72,11 +70,9 @@ pub(crate) fn gauge_name() -> String {
 
 /// Logs the build line and sets the build gauge to 1. Failures of the host are ignored: the
 /// identity is informational.
-pub(crate) fn announce() {
-    host::log(LogLevel::Info, &line());
-    if let Ok(id) = hostcalls::define_metric(MetricType::Gauge, &gauge_name()) {
-        let _ = hostcalls::record_metric(id, 1);
-    }
+pub fn announce<H: Host>(host: &H) {
+    host.log(Level::Info, &line());
+    host.set_gauge(&gauge_name(), 1);
 }
 
 #[cfg(test)]

@@ -3,8 +3,8 @@
 //!
 //! `WAFER_GIT_REVISION` in the environment wins (builds from a source tarball, reproducible
 //! builds); else `git rev-parse --short=12 HEAD`; else `unknown` (no `.git`, no git).
-//! It lives in the adapter crate, not the engine, so a new commit relinks the module without
-//! recompiling the engine.
+//! It lives in the filter crate, not the engine, so a new commit recompiles the filter (a few
+//! thousand lines) and relinks the modules without recompiling the engine.
 
 use std::path::Path;
 use std::process::Command;

@@ -12,11 +12,12 @@
 //!    trailers, or as soon as the engine says its body limit is reached ([`BodyAppend::Full`]);
 //!    then everything buffered moves on.
 //! 3. and 4. the same for the response.
-//! 5. the stream's end (`proxy_on_delete`): logging phase.
+//! 5. the stream's end: logging phase.
 //!
 //! Headers always continue, even when the body is still to be inspected: Envoy's proxy-wasm
 //! host turns a paused header callback into "stop all iteration", which also stops the body
-//! callbacks of this filter, so the stream would hang. Consequences:
+//! callbacks of this filter, so the stream would hang (the dynamic module does the same, so
+//! that both builds answer alike). Consequences:
 //!
 //! - the upstream receives the request headers before phase 2 has run; when phase 2 blocks,
 //!   Envoy resets that upstream request (the upstream never gets the body);
@@ -30,16 +31,15 @@
 
 use std::borrow::Cow;
 use std::ops::Range;
-use std::rc::Rc;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use crate::abi::hostcalls;
-use crate::abi::types::{Action, BufferType, LogLevel, MapType};
 use wafer::{BodyAppend, InterruptAction, Interruption, Transaction};
 
-use crate::host::{self, HeaderMap};
+use crate::host::{self, Action, HeaderMap, Host, Level, Property, Side, StreamHost};
 use crate::quiet::{Candidate, Record, Verdict};
-use crate::Shared;
+use crate::root::Shared;
+use crate::sync::lock;
 
 /// Where a body stands for the engine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,15 +52,12 @@ enum Body {
     Done,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Side {
-    Request,
-    Response,
-}
-
-pub(crate) struct WaferHttp {
-    context_id: u32,
-    shared: Option<Rc<Shared>>,
+/// One HTTP stream of a plugin configuration (`None`: no configuration, every callback
+/// continues). Each callback takes the host's services for the stream (`io`).
+pub struct Stream<H: Host> {
+    /// The host's id of the stream, part of the ids made for requests without one.
+    context_id: u64,
+    shared: Option<Arc<Shared<H>>>,
     /// `None` when there is no rule set for this stream: every callback continues.
     tx: Option<Transaction>,
     /// `HTTP/1.1` unless the host said otherwise (no allocation for the default).
@@ -70,7 +67,7 @@ pub(crate) struct WaferHttp {
     interrupted: Option<Side>,
     /// Protections of this stream; `None` (no cost) when the configuration enables none.
     protect: Option<Box<crate::protect::StreamProtect>>,
-    /// A copy of the request when its transaction, if quiet, becomes the VM's quiet request
+    /// A copy of the request when its transaction, if quiet, becomes one of the quiet records
     /// (see [`crate::quiet`]).
     quiet: Candidate,
     /// The request held without a transaction until its body shows whether it is the quiet
@@ -78,9 +75,9 @@ pub(crate) struct WaferHttp {
     deferred: Option<Deferred>,
 }
 
-impl WaferHttp {
-    pub(crate) fn new(context_id: u32, shared: Option<Rc<Shared>>) -> WaferHttp {
-        WaferHttp {
+impl<H: Host> Stream<H> {
+    pub fn new(context_id: u64, shared: Option<Arc<Shared<H>>>) -> Stream<H> {
+        Stream {
             context_id,
             shared,
             tx: None,
@@ -94,8 +91,8 @@ impl WaferHttp {
         }
     }
 
-    /// Makes an ended stream's context (see [`WaferHttp::release`]) stream `context_id`'s.
-    pub(crate) fn reuse(&mut self, context_id: u32, shared: Option<Rc<Shared>>) {
+    /// Makes an ended stream's state (see [`Stream::release`]) stream `context_id`'s.
+    pub fn reuse(&mut self, context_id: u64, shared: Option<Arc<Shared<H>>>) {
         self.context_id = context_id;
         self.shared = shared;
     }
@@ -103,8 +100,8 @@ impl WaferHttp {
     /// Ends the stream: its transaction (whose parts go to the next one), protections and
     /// configuration are dropped; what is left is the state of a new stream.
     /// (Every field is named, so a new one cannot be forgotten here.)
-    pub(crate) fn release(&mut self) {
-        let WaferHttp { context_id: _, shared, tx, protocol, request_body, response_body, interrupted, protect, quiet, deferred } = self;
+    pub fn release(&mut self) {
+        let Stream { context_id: _, shared, tx, protocol, request_body, response_body, interrupted, protect, quiet, deferred } = self;
         *tx = None;
         quiet.disarm();
         *deferred = None;
@@ -122,21 +119,18 @@ impl WaferHttp {
     }
 
     fn count_error(&self, what: &str) {
-        host::log(
-            LogLevel::Error,
-            &format!("wafer: [{}] {what}", self.id()),
-        );
         if let Some(shared) = &self.shared {
-            shared.metrics.error();
+            shared.host.log(Level::Error, &format!("wafer: [{}] {what}", self.id()));
+            shared.metrics.error(&shared.host);
         }
     }
 
     /// Writes the engine's log lines (rules with `log` that matched) to Envoy's log.
     fn flush_logs(&mut self) {
-        if let Some(tx) = self.tx.as_mut() {
+        if let (Some(tx), Some(shared)) = (self.tx.as_mut(), &self.shared) {
             let lines = tx.take_log_lines();
             for line in &lines {
-                host::log(LogLevel::Warn, line);
+                shared.host.log(Level::Warn, line);
             }
             if let Some(p) = self.protect.as_mut() {
                 p.keep_rule_lines(&lines);
@@ -145,19 +139,18 @@ impl WaferHttp {
     }
 
     /// Logs, then turns the result of a phase into the callback's answer.
-    fn after_phase(&mut self, side: Side, interruption: Option<Interruption>) -> Action {
+    fn after_phase(&mut self, io: &mut impl StreamHost, side: Side, interruption: Option<Interruption>) -> Action {
         self.flush_logs();
         match interruption {
-            Some(interruption) => self.interrupt(side, &interruption),
+            Some(interruption) => self.interrupt(io, side, &interruption),
             None => Action::Continue,
         }
     }
 
-    fn interrupt(&mut self, side: Side, interruption: &Interruption) -> Action {
+    fn interrupt(&mut self, io: &mut impl StreamHost, side: Side, interruption: &Interruption) -> Action {
         self.interrupted = Some(side);
-        if let Some(shared) = &self.shared {
-            shared.metrics.interruption(interruption.rule_id, interruption.phase);
-        }
+        let Some(shared) = self.shared.clone() else { return Action::Pause };
+        shared.metrics.interruption(&shared.host, interruption.rule_id, interruption.phase);
         let mut headers = vec![("content-type", "text/plain")];
         let (status, body) = match &interruption.action {
             InterruptAction::Redirect(location) => {
@@ -168,8 +161,8 @@ impl WaferHttp {
                 };
                 (status, String::new())
             }
-            // proxy-wasm cannot close the client connection from an HTTP filter: a drop is
-            // answered like a deny.
+            // An HTTP filter cannot close the client connection (proxy-wasm has no call for
+            // it): a drop is answered like a deny.
             InterruptAction::Deny | InterruptAction::Drop => {
                 let status = match interruption.status {
                     s @ 200..=599 => s,
@@ -185,51 +178,67 @@ impl WaferHttp {
             .rule_id
             .map(|id| id.to_string())
             .unwrap_or_default();
-        host::log(
-            LogLevel::Info,
-            &format!(
-                "wafer: [{}] interrupted in {side:?} with status {status} (rule {rule})",
-                self.id()
-            ),
-        );
-        if !host::send_local_reply(u32::from(status), &headers, body.as_bytes()) {
-            self.count_error("could not send the local reply");
-        }
+        shared.host.log(Level::Info, &format!("wafer: [{}] interrupted in {side:?} with status {status} (rule {rule})", self.id()));
+        self.reply(io, side, status, &headers, body.as_bytes());
         // Hold the stream either way: fail closed.
         Action::Pause
     }
 
-    /// A unique id for a request without `x-request-id`: VM-local counter plus the time, so
-    /// ids from different workers (VMs) do not collide.
-    fn fallback_id(&self) -> String {
-        let n = match &self.shared {
-            Some(shared) => {
-                let n = shared.next_id.get().wrapping_add(1);
-                shared.next_id.set(n);
-                n
-            }
-            None => 0,
+    /// A protection's local reply (the request's side).
+    fn protection_reply(&mut self, io: &mut impl StreamHost, reply: &crate::protect::Reply, unique_id: &str) {
+        let (Some(shared), Some(state)) = (self.shared.clone(), self.protect.as_ref()) else { return };
+        let body = state.announce(&shared.host, reply, unique_id);
+        let mut headers = vec![("content-type", "text/plain")];
+        if let Some(r) = &reply.retry_after {
+            headers.push(("retry-after", r.as_str()));
+        }
+        self.reply(io, Side::Request, reply.status, &headers, body.as_bytes());
+    }
+
+    /// Sends a local reply (counting a refusal of the host). A request-side reply gets the
+    /// response-side protections first when the host sends it past this filter's response
+    /// callbacks (see [`Host::replies_skip_filter`]).
+    fn reply(&mut self, io: &mut impl StreamHost, side: Side, status: u16, headers: &[(&str, &str)], body: &[u8]) {
+        let skips = self.shared.as_ref().is_some_and(|s| s.host.replies_skip_filter());
+        let sent = if side == Side::Request && self.protect.is_some() && skips {
+            let mut reply = LocalReply { io, status, headers: headers.iter().map(|(n, v)| (n.to_string(), v.as_bytes().to_vec())).collect() };
+            self.protect_response_headers(&mut reply);
+            let LocalReply { io, headers, .. } = reply;
+            let headers: Vec<(&str, Cow<'_, str>)> = headers.iter().map(|(n, v)| (n.as_str(), String::from_utf8_lossy(v))).collect();
+            let headers: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_ref())).collect();
+            io.send_reply(status, &headers, body)
+        } else {
+            io.send_reply(status, headers, body)
         };
-        let nanos = hostcalls::current_time_nanos().unwrap_or(0);
+        if !sent {
+            self.count_error("could not send the local reply");
+        }
+    }
+
+    /// A unique id for a request without `x-request-id`: the configuration's counter plus the
+    /// time, so ids from different workers (wasm VMs) do not collide.
+    fn fallback_id(&self, shared: &Shared<H>) -> String {
+        let n = shared.next_id.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
+        let nanos = shared.host.now_nanos();
         format!("wafer-{nanos:x}-{n:x}-{:x}", self.context_id)
     }
 
-    fn finish_request_body(&mut self) -> Action {
+    fn finish_request_body(&mut self, io: &mut impl StreamHost) -> Action {
         self.request_body = Body::Done;
         let Some(tx) = self.tx.as_mut() else {
             return Action::Continue;
         };
         let interruption = tx.process_request_body();
-        self.after_phase(Side::Request, interruption)
+        self.after_phase(io, Side::Request, interruption)
     }
 
-    fn finish_response_body(&mut self) -> Action {
+    fn finish_response_body(&mut self, io: &mut impl StreamHost) -> Action {
         self.response_body = Body::Done;
         let Some(tx) = self.tx.as_mut() else {
             return Action::Continue;
         };
         let interruption = tx.process_response_body();
-        self.after_phase(Side::Response, interruption)
+        self.after_phase(io, Side::Response, interruption)
     }
 
     /// Where the body of `side` stands.
@@ -241,27 +250,23 @@ impl WaferHttp {
     }
 
     /// Feeds the new part of a held body; `Some(action)` ends the collection.
-    fn feed_body(&mut self, side: Side, body_size: usize) -> Option<Action> {
-        let buffer = match side {
-            Side::Request => BufferType::HttpRequestBody,
-            Side::Response => BufferType::HttpResponseBody,
-        };
+    fn feed_body(&mut self, io: &mut impl StreamHost, side: Side, body_size: usize) -> Option<Action> {
         let Body::Collecting { fed } = *self.body(side) else {
             return Some(Action::Continue);
         };
-        match host::read_new_body(buffer, fed, body_size) {
-            Ok(Some(chunk)) => self.feed_chunk(side, &chunk),
+        match read_new_body(io, side, fed, body_size) {
+            Ok(Some(chunk)) => self.feed_chunk(io, side, &chunk),
             Ok(None) => None,
             Err(status) => {
                 // Inspect what we have rather than hang the stream.
                 self.count_error(&format!("cannot read the {side:?} body: {status:?}"));
-                Some(self.finish_body(side))
+                Some(self.finish_body(io, side))
             }
         }
     }
 
     /// Gives the engine the next `chunk` of a held body; `Some(action)` ends the collection.
-    fn feed_chunk(&mut self, side: Side, chunk: &[u8]) -> Option<Action> {
+    fn feed_chunk(&mut self, io: &mut impl StreamHost, side: Side, chunk: &[u8]) -> Option<Action> {
         let Body::Collecting { fed } = *self.body(side) else {
             return Some(Action::Continue);
         };
@@ -279,25 +284,25 @@ impl WaferHttp {
             BodyAppend::Full => {
                 // The engine saw part of the body: no record of it.
                 self.quiet.disarm();
-                Some(self.finish_body(side))
+                Some(self.finish_body(io, side))
             }
             BodyAppend::Interrupt(interruption) => {
                 *self.body(side) = Body::Done;
                 self.flush_logs();
-                Some(self.interrupt(side, &interruption))
+                Some(self.interrupt(io, side, &interruption))
             }
         }
     }
 
-    fn finish_body(&mut self, side: Side) -> Action {
+    fn finish_body(&mut self, io: &mut impl StreamHost, side: Side) -> Action {
         match side {
-            Side::Request => self.finish_request_body(),
-            Side::Response => self.finish_response_body(),
+            Side::Request => self.finish_request_body(io),
+            Side::Response => self.finish_response_body(io),
         }
     }
 
     /// Body callback of either side.
-    fn on_body(&mut self, side: Side, body_size: usize, end_of_stream: bool) -> Action {
+    fn on_body(&mut self, io: &mut impl StreamHost, side: Side, body_size: usize, end_of_stream: bool) -> Action {
         if self.interrupted.is_some() {
             return self.after_interruption(side);
         }
@@ -308,18 +313,18 @@ impl WaferHttp {
         if !matches!(state, Body::Collecting { .. }) {
             return Action::Continue;
         }
-        if let Some(action) = self.feed_body(side, body_size) {
+        if let Some(action) = self.feed_body(io, side, body_size) {
             return action;
         }
         if end_of_stream {
-            self.finish_body(side)
+            self.finish_body(io, side)
         } else {
             Action::Pause
         }
     }
 
     /// Trailers end a body: run its phase if it was being collected.
-    fn on_trailers(&mut self, side: Side) -> Action {
+    fn on_trailers(&mut self, io: &mut impl StreamHost, side: Side) -> Action {
         if self.interrupted.is_some() {
             return self.after_interruption(side);
         }
@@ -328,34 +333,32 @@ impl WaferHttp {
             Side::Response => self.response_body,
         };
         match state {
-            Body::Collecting { .. } => self.finish_body(side),
+            Body::Collecting { .. } => self.finish_body(io, side),
             Body::Idle | Body::Done => Action::Continue,
         }
     }
 
     /// Body size limit of the protections (`hardening.max_request_body_bytes`).
-    fn protect_request_body(&mut self, body_size: usize) -> Option<Action> {
+    fn protect_request_body(&mut self, io: &mut impl StreamHost, body_size: usize) -> Option<Action> {
         let shared = self.shared.clone()?;
         let (p, ps) = (shared.waf.protect()?, shared.protect.as_ref()?);
         // While the engine collects, the host buffers and reports the total so far.
         let cumulative = matches!(self.request_body, Body::Collecting { .. });
         let state = self.protect.as_mut()?;
-        let reply = state.request_body(ps, p, body_size, cumulative)?;
+        let reply = state.request_body(&shared.host, ps, p, body_size, cumulative)?;
         self.interrupted = Some(Side::Request);
-        let sent = self.protect.as_ref().is_some_and(|s| s.send(&reply, self.id()));
-        if !sent {
-            self.count_error("could not send the local reply");
-        }
+        let id = stream_id(&self.tx).to_string();
+        self.protection_reply(io, &reply, &id);
         Some(Action::Pause)
     }
 
     /// Response hardening, behaviour scoring and the log's response part.
-    fn protect_response_headers(&mut self) {
+    fn protect_response_headers(&mut self, io: &mut impl StreamHost) {
         let Some(shared) = self.shared.clone() else { return };
         let (Some(p), Some(ps)) = (shared.waf.protect(), shared.protect.as_ref()) else { return };
         let waf = self.tx.as_ref().is_some_and(|tx| tx.interruption().is_some());
         if let Some(state) = self.protect.as_mut() {
-            state.response_headers(ps, p, waf, stream_id(&self.tx));
+            state.response_headers(&shared.host, io, ps, p, waf, stream_id(&self.tx));
         }
     }
 
@@ -374,10 +377,79 @@ fn stream_id(tx: &Option<Transaction>) -> &str {
     tx.as_ref().map_or("", Transaction::unique_id)
 }
 
+/// The part of a held body the engine has not been given yet: `[fed, body_size)` of what the
+/// host holds (with `Action::Pause` a body callback reports the size of everything held so
+/// far). `Ok(None)` when nothing is new.
+fn read_new_body(io: &mut impl StreamHost, side: Side, fed: usize, body_size: usize) -> Result<Option<host::Bytes>, host::Status> {
+    if body_size <= fed {
+        return Ok(None);
+    }
+    io.body(side, fed, body_size - fed)
+}
+
+/// A local reply on its way out, as the response side of the stream (see [`Stream::reply`]):
+/// its status and headers are the response's; everything else is the stream's.
+struct LocalReply<'a, S: StreamHost> {
+    io: &'a mut S,
+    status: u16,
+    headers: Vec<(String, host::Bytes)>,
+}
+
+impl<S: StreamHost> StreamHost for LocalReply<'_, S> {
+    fn headers(&mut self, side: Side) -> Option<HeaderMap> {
+        if side == Side::Request {
+            return self.io.headers(side);
+        }
+        let status = self.status.to_string();
+        let mut pairs: Vec<(&[u8], &[u8])> = vec![(b":status", status.as_bytes())];
+        pairs.extend(self.headers.iter().map(|(n, v)| (n.as_bytes(), v.as_slice())));
+        HeaderMap::from_block(wafer::body::pairs::block_of(&pairs))
+    }
+
+    fn header(&mut self, side: Side, name: &str) -> Option<host::Bytes> {
+        match (side, name) {
+            (Side::Request, _) => self.io.header(side, name),
+            (Side::Response, ":status") => Some(self.status.to_string().into_bytes()),
+            (Side::Response, _) => self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone()),
+        }
+    }
+
+    fn set_header(&mut self, side: Side, name: &str, value: Option<&[u8]>) -> bool {
+        if side == Side::Request {
+            return self.io.set_header(side, name, value);
+        }
+        self.headers.retain(|(n, _)| n != name);
+        if let Some(v) = value {
+            self.headers.push((name.to_string(), v.to_vec()));
+        }
+        true
+    }
+
+    fn add_header(&mut self, side: Side, name: &str, value: &[u8]) -> bool {
+        if side == Side::Request {
+            return self.io.add_header(side, name, value);
+        }
+        self.headers.push((name.to_string(), value.to_vec()));
+        true
+    }
+
+    fn body(&mut self, side: Side, start: usize, max: usize) -> Result<Option<host::Bytes>, host::Status> {
+        self.io.body(side, start, max)
+    }
+
+    fn property(&mut self, property: Property) -> Option<host::Bytes> {
+        self.io.property(property)
+    }
+
+    fn send_reply(&mut self, status: u16, headers: &[(&str, &str)], body: &[u8]) -> bool {
+        self.io.send_reply(status, headers, body)
+    }
+}
+
 /// A request whose headers are a quiet record's, held (no transaction yet) until its body
 /// ends (see [`crate::quiet`]).
 struct Deferred {
-    record: Rc<Record>,
+    record: Arc<Record>,
     headers: HeaderMap,
     /// Where `headers` has what the transaction needs, as found when they came.
     scan: RequestScan,
@@ -437,36 +509,38 @@ impl RequestScan {
     }
 }
 
-/// The stream callbacks (see [`crate::abi`]).
-impl WaferHttp {
-    pub(crate) fn on_http_request_headers(&mut self, _num_headers: usize, end_of_stream: bool) -> Action {
+/// The stream callbacks, in the order Envoy calls them (see the module docs).
+impl<H: Host> Stream<H> {
+    pub fn on_request_headers(&mut self, io: &mut impl StreamHost, end_of_stream: bool) -> Action {
         let Some(shared) = self.shared.clone() else {
             return Action::Continue;
         };
-        let Some(headers) = host::header_map(MapType::HttpRequestHeaders) else {
+        let Some(headers) = io.headers(Side::Request) else {
             self.count_error("cannot read the request headers");
             return Action::Continue;
         };
         let scan = RequestScan::of(headers.bytes());
-        // Test-only switch (`test_trap_header`, unset in any real configuration): abort the
-        // VM, so the e2e tests can watch Envoy's failure_policy at work.
+        // Test-only switch (`test_trap_header`, unset in any real configuration): a panic, so
+        // the e2e tests can watch what a panic does: the wasm module (panic = "abort") traps
+        // and Envoy's failure_policy acts; the dynamic module catches it and fails closed.
         if let Some(trap) = shared.waf.test_trap_header() {
             if headers.get(trap.as_bytes()).is_some() {
-                std::process::abort();
+                #[allow(clippy::panic)]
+                {
+                    panic!("wafer: test_trap_header {trap} present");
+                }
             }
         }
         if let (Some(p), Some(ps)) = (shared.waf.protect(), shared.protect.as_ref()) {
             let id = host::text(scan.request_id(&headers));
-            let (state, reply) = crate::protect::request_headers(ps, p, &headers.to_owned_pairs(), &id);
-            let state = self.protect.insert(Box::new(state));
+            let (state, reply) = crate::protect::request_headers(&shared.host, io, ps, p, &headers.to_owned_pairs(), &id);
+            let bypass = self.protect.insert(Box::new(state)).bypass;
             if let Some(reply) = reply {
                 self.interrupted = Some(Side::Request);
-                if !state.send(&reply, &id) {
-                    self.count_error("could not send the local reply");
-                }
+                self.protection_reply(io, &reply, &id);
                 return Action::Pause;
             }
-            if state.bypass {
+            if bypass {
                 return Action::Continue;
             }
         }
@@ -479,7 +553,8 @@ impl WaferHttp {
         // Transfer-Encoding header the block does not have).
         if ruleset.quiet_again && self.protect.is_none() && !scan.chunked_guess(end_of_stream) {
             let reads_body = !end_of_stream && ruleset.reads_request_body();
-            match shared.quiet.borrow().verdict(&ruleset, headers.bytes(), reads_body) {
+            let verdict = lock(&shared.quiet).verdict(&ruleset, headers.bytes(), reads_body);
+            match verdict {
                 Verdict::Pass => return Action::Continue,
                 Verdict::Defer(record) => {
                     self.deferred = Some(Deferred { record, headers, scan, size: 0 });
@@ -489,14 +564,14 @@ impl WaferHttp {
                 Verdict::Run => self.quiet.arm(headers.bytes(), reads_body),
             }
         }
-        self.begin(&shared, ruleset, headers, &scan, end_of_stream)
+        self.begin(io, &shared, ruleset, headers, &scan, end_of_stream)
     }
 
     /// The request's transaction: connection, URI and headers, phase 1, and phase 2 when no
     /// body is to be inspected.
-    fn begin(&mut self, shared: &Shared, ruleset: Arc<wafer::Ruleset>, headers: HeaderMap, scan: &RequestScan, end_of_stream: bool) -> Action {
+    fn begin(&mut self, io: &mut impl StreamHost, shared: &Shared<H>, ruleset: Arc<wafer::Ruleset>, headers: HeaderMap, scan: &RequestScan, end_of_stream: bool) -> Action {
         let request_id = scan.request_id(&headers);
-        let unique_id = if request_id.is_empty() { Cow::Owned(self.fallback_id()) } else { host::text(request_id) };
+        let unique_id = if request_id.is_empty() { Cow::Owned(self.fallback_id(shared)) } else { host::text(request_id) };
         let persistent = ruleset.uses_persistent_collections();
         let (connection, server) = (ruleset.mentions.connection, ruleset.mentions.server);
         let wants_protocol = ruleset.mentions.protocol;
@@ -508,8 +583,8 @@ impl WaferHttp {
 
         // Host calls saved per request when no rule reads the addresses (or the server's).
         if connection {
-            let source = host::property(host::SOURCE_ADDRESS).unwrap_or_default();
-            let destination = if server { host::property(host::DESTINATION_ADDRESS).unwrap_or_default() } else { Vec::new() };
+            let source = io.property(Property::SourceAddress).unwrap_or_default();
+            let destination = if server { io.property(Property::DestinationAddress).unwrap_or_default() } else { Vec::new() };
             let source = String::from_utf8_lossy(&source);
             let destination = String::from_utf8_lossy(&destination);
             let (client_ip, client_port) = host::split_address(&source);
@@ -524,7 +599,7 @@ impl WaferHttp {
         // below reads the protocol (the default is then never observed).
         let chunked_guess = scan.chunked_guess(end_of_stream);
         self.protocol = (wants_protocol || chunked_guess)
-            .then(|| host::property(host::REQUEST_PROTOCOL))
+            .then(|| io.property(Property::RequestProtocol))
             .flatten()
             .filter(|p| !p.is_empty())
             .map(|p| Cow::Owned(String::from_utf8(p).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())))
@@ -552,11 +627,11 @@ impl WaferHttp {
         }
         let body_access = tx.request_body_access();
         let interruption = tx.process_request_headers();
-        if let Action::Pause = self.after_phase(Side::Request, interruption) {
+        if let Action::Pause = self.after_phase(io, Side::Request, interruption) {
             return Action::Pause;
         }
         if end_of_stream || !body_access {
-            return self.finish_request_body();
+            return self.finish_request_body(io);
         }
         // Continue, not Pause: paused headers would also hold the body back from us (see the
         // module docs). The body callbacks hold the body instead.
@@ -566,7 +641,7 @@ impl WaferHttp {
 
     /// A body callback of a deferred request (see [`crate::quiet`]): held until its end; the
     /// record's body passes without a transaction, anything else gets one.
-    fn on_deferred_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
+    fn on_deferred_body(&mut self, io: &mut impl StreamHost, body_size: usize, end_of_stream: bool) -> Action {
         let Some(deferred) = self.deferred.as_mut() else {
             return Action::Continue;
         };
@@ -578,7 +653,7 @@ impl WaferHttp {
                 return Action::Pause;
             }
             if body_size == want.len() {
-                match host::read_new_body(BufferType::HttpRequestBody, 0, body_size) {
+                match read_new_body(io, Side::Request, 0, body_size) {
                     Ok(body) if body.as_deref().unwrap_or_default() == want => {
                         self.deferred = None;
                         self.request_body = Body::Done;
@@ -589,11 +664,11 @@ impl WaferHttp {
                 }
             }
         }
-        if let Some(action) = self.undefer(read) {
+        if let Some(action) = self.undefer(io, read) {
             return action;
         }
         if end_of_stream {
-            self.finish_request_body()
+            self.finish_request_body(io)
         } else {
             Action::Pause
         }
@@ -601,49 +676,50 @@ impl WaferHttp {
 
     /// Ends a deferral: the request's transaction, phase 1, and the body held so far (`read`,
     /// or read now) given to it. `Some(action)` when the stream's answer is decided.
-    fn undefer(&mut self, read: Option<Vec<u8>>) -> Option<Action> {
+    fn undefer(&mut self, io: &mut impl StreamHost, read: Option<Vec<u8>>) -> Option<Action> {
         let deferred = self.deferred.take()?;
         let shared = self.shared.clone()?;
         let ruleset = deferred.record.ruleset.clone();
         self.quiet.arm(deferred.headers.bytes(), true);
-        let action = self.begin(&shared, ruleset, deferred.headers, &deferred.scan, false);
+        let action = self.begin(io, &shared, ruleset, deferred.headers, &deferred.scan, false);
         if self.interrupted.is_some() || !matches!(self.request_body, Body::Collecting { .. }) {
             return Some(action);
         }
         match read {
-            Some(chunk) => self.feed_chunk(Side::Request, &chunk),
-            None => self.feed_body(Side::Request, deferred.size),
+            Some(chunk) => self.feed_chunk(io, Side::Request, &chunk),
+            None => self.feed_body(io, Side::Request, deferred.size),
         }
     }
 
-    pub(crate) fn on_http_request_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
+    /// `body_size`: the size of the request body held so far (see [`StreamHost::body`]).
+    pub fn on_request_body(&mut self, io: &mut impl StreamHost, body_size: usize, end_of_stream: bool) -> Action {
         if self.deferred.is_some() {
-            return self.on_deferred_body(body_size, end_of_stream);
+            return self.on_deferred_body(io, body_size, end_of_stream);
         }
         if self.protect.is_some() && self.interrupted.is_none() {
-            if let Some(action) = self.protect_request_body(body_size) {
+            if let Some(action) = self.protect_request_body(io, body_size) {
                 return action;
             }
         }
-        self.on_body(Side::Request, body_size, end_of_stream)
+        self.on_body(io, Side::Request, body_size, end_of_stream)
     }
 
-    pub(crate) fn on_http_request_trailers(&mut self) -> Action {
-        if let Some(action) = self.undefer(None) {
+    pub fn on_request_trailers(&mut self, io: &mut impl StreamHost) -> Action {
+        if let Some(action) = self.undefer(io, None) {
             return action;
         }
-        self.on_trailers(Side::Request)
+        self.on_trailers(io, Side::Request)
     }
 
-    pub(crate) fn on_http_response_headers(&mut self, _num_headers: usize, end_of_stream: bool) -> Action {
+    pub fn on_response_headers(&mut self, io: &mut impl StreamHost, end_of_stream: bool) -> Action {
         if self.protect.is_some() {
-            self.protect_response_headers();
+            self.protect_response_headers(io);
         }
         if self.interrupted.is_some() {
             return self.after_interruption(Side::Response);
         }
         // A response before a deferred request's body ended: it gets its transaction now.
-        if let Some(action) = self.undefer(None) {
+        if let Some(action) = self.undefer(io, None) {
             return action;
         }
         if self.tx.is_none() {
@@ -654,7 +730,7 @@ impl WaferHttp {
         if self.request_body != Body::Done {
             self.request_body = Body::Done;
             let interruption = self.tx.as_mut().and_then(|tx| tx.process_request_body());
-            if let Action::Pause = self.after_phase(Side::Response, interruption) {
+            if let Action::Pause = self.after_phase(io, Side::Response, interruption) {
                 return Action::Pause;
             }
         }
@@ -663,7 +739,7 @@ impl WaferHttp {
             self.response_body = Body::Done;
             return Action::Continue;
         }
-        let Some(headers) = host::header_map(MapType::HttpResponseHeaders) else {
+        let Some(headers) = io.headers(Side::Response) else {
             self.count_error("cannot read the response headers");
             return Action::Continue;
         };
@@ -675,30 +751,31 @@ impl WaferHttp {
         tx.add_response_header_block(headers.into_bytes());
         let body_access = tx.response_body_access();
         let interruption = tx.process_response_headers(status, &self.protocol);
-        if let Action::Pause = self.after_phase(Side::Response, interruption) {
+        if let Action::Pause = self.after_phase(io, Side::Response, interruption) {
             return Action::Pause;
         }
         if end_of_stream || !body_access {
-            return self.finish_response_body();
+            return self.finish_response_body(io);
         }
         self.response_body = Body::Collecting { fed: 0 };
         Action::Continue
     }
 
-    pub(crate) fn on_http_response_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
-        self.on_body(Side::Response, body_size, end_of_stream)
+    /// `body_size`: the size of the response body held so far (see [`StreamHost::body`]).
+    pub fn on_response_body(&mut self, io: &mut impl StreamHost, body_size: usize, end_of_stream: bool) -> Action {
+        self.on_body(io, Side::Response, body_size, end_of_stream)
     }
 
-    pub(crate) fn on_http_response_trailers(&mut self) -> Action {
-        self.on_trailers(Side::Response)
+    pub fn on_response_trailers(&mut self, io: &mut impl StreamHost) -> Action {
+        self.on_trailers(io, Side::Response)
     }
 
-    /// The stream's end (`proxy_on_delete`): phase 5, its log lines, the request log.
-    pub(crate) fn on_end(&mut self) {
+    /// The stream's end (completed or reset): phase 5, its log lines, the request log.
+    pub fn on_end(&mut self) {
         if let Some(tx) = self.tx.as_mut() {
             tx.process_logging();
             match self.shared.as_ref().filter(|_| tx.quiet()) {
-                Some(shared) => self.quiet.become_record(&mut shared.quiet.borrow_mut(), tx.ruleset()),
+                Some(shared) => self.quiet.become_record(&mut lock(&shared.quiet), tx.ruleset()),
                 None => self.quiet.disarm(),
             }
         }
@@ -706,7 +783,7 @@ impl WaferHttp {
         if let (Some(state), Some(shared)) = (self.protect.as_mut(), self.shared.as_ref()) {
             if let (Some(p), Some(ps)) = (shared.waf.protect(), shared.protect.as_ref()) {
                 let waf = self.tx.as_ref().is_some_and(|tx| tx.interruption().is_some());
-                state.log(ps, p, stream_id(&self.tx), waf, self.tx.is_some());
+                state.log(&shared.host, ps, p, stream_id(&self.tx), waf, self.tx.is_some());
             }
         }
     }

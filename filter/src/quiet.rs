@@ -1,11 +1,12 @@
-//! Requests that need no transaction: the same as one of the VM's last quiet ones but for
+//! Requests that need no transaction: the same as one of the last quiet ones of their plugin
+//! configuration (per wasm VM, that is per worker; per process for the dynamic module) but for
 //! their `x-request-id`.
 //!
 //! Under a rule set allowing it (`Ruleset::quiet_again`: no response phases, no rule whose
 //! first link reads what a new request id changes, ...), a transaction that ran every phase
 //! with no rule matching (`Transaction::quiet`) would run the same way for a request whose
 //! engine input is the same but for the id. The filter keeps the last [`RECORDS`] different
-//! such requests of the VM ([`Records`]; each a [`Record`]: its header block and the body bytes
+//! such requests ([`Records`]; each a [`Record`]: its header block and the body bytes
 //! the engine was given; several, so that interleaved repeated requests, such as health checks
 //! next to an API's polling, each find theirs) and lets a request that matches one through
 //! without a transaction. Without a body to inspect the header block
@@ -13,7 +14,6 @@
 //! bytes pass, anything else gets its transaction then, phase 1 included (which these headers
 //! cannot fail: they are the quiet request's).
 
-use std::rc::Rc;
 use std::sync::Arc;
 
 use wafer::body::pairs::{same_except, value_range};
@@ -23,12 +23,12 @@ use wafer::Ruleset;
 /// buffers it keeps for the next stream).
 const KEEP: usize = 16 * 1024;
 
-/// How many quiet requests a VM keeps.
-pub(crate) const RECORDS: usize = 4;
+/// How many quiet requests a configuration keeps.
+pub const RECORDS: usize = 4;
 
 /// A quiet request: what the engine was given of it.
-pub(crate) struct Record {
-    pub(crate) ruleset: Arc<Ruleset>,
+pub struct Record {
+    pub ruleset: Arc<Ruleset>,
     /// Its header block as the host serialized it.
     block: Vec<u8>,
     /// Where its `x-request-id` value lies in `block` (found once: every request that is not
@@ -41,26 +41,26 @@ pub(crate) struct Record {
 
 impl Record {
     /// The body a request must have to pass as this one (when it has one).
-    pub(crate) fn body(&self) -> &[u8] {
+    pub fn body(&self) -> &[u8] {
         self.body.as_deref().unwrap_or_default()
     }
 }
 
 /// What the records say of a request, given its header block.
-pub(crate) enum Verdict {
+pub enum Verdict {
     /// A record's, with no body to read: no transaction.
     Pass,
     /// A record's headers; the body decides (the filter holds the request until it ends).
-    Defer(Rc<Record>),
+    Defer(Arc<Record>),
     /// A transaction, as usual.
     Run,
 }
 
-/// The VM's last quiet requests, at most one per header block (but for the id); the oldest
+/// The last quiet requests, at most one per header block (but for the id); the oldest
 /// gives way to a new one.
 #[derive(Default)]
-pub(crate) struct Records {
-    slots: [Option<Rc<Record>>; RECORDS],
+pub struct Records {
+    slots: [Option<Arc<Record>>; RECORDS],
     /// The slot the next new record takes.
     next: usize,
 }
@@ -73,7 +73,7 @@ impl Records {
 
     /// What the records say of a request, given its header block: `reads_body` when the engine
     /// would be given this request's body.
-    pub(crate) fn verdict(&self, ruleset: &Arc<Ruleset>, block: &[u8], reads_body: bool) -> Verdict {
+    pub fn verdict(&self, ruleset: &Arc<Ruleset>, block: &[u8], reads_body: bool) -> Verdict {
         let Some(record) = self.find(ruleset, block).and_then(|i| self.slots.get(i)).and_then(Option::as_ref) else {
             return Verdict::Run;
         };
@@ -86,7 +86,7 @@ impl Records {
 
     /// Keeps `record` in place of the one with its block, else of the oldest; returns the
     /// record it replaced.
-    fn keep(&mut self, record: Rc<Record>) -> Option<Rc<Record>> {
+    fn keep(&mut self, record: Arc<Record>) -> Option<Arc<Record>> {
         let i = self.find(&record.ruleset, &record.block).unwrap_or_else(|| {
             let i = self.next;
             self.next = (i + 1) % RECORDS;
@@ -99,7 +99,7 @@ impl Records {
 /// A stream's copy of its request while its transaction may become a record. The buffers
 /// are kept from stream to stream (up to [`KEEP`]).
 #[derive(Default)]
-pub(crate) struct Candidate {
+pub struct Candidate {
     /// The header block; empty when the stream is not a candidate (a host's block never is).
     block: Vec<u8>,
     body: Vec<u8>,
@@ -109,7 +109,7 @@ pub(crate) struct Candidate {
 
 impl Candidate {
     /// Makes the stream a candidate with its header block.
-    pub(crate) fn arm(&mut self, block: &[u8], with_body: bool) {
+    pub fn arm(&mut self, block: &[u8], with_body: bool) {
         if self.block.capacity() > KEEP {
             self.block = Vec::new();
         }
@@ -122,7 +122,7 @@ impl Candidate {
     }
 
     /// Not a candidate any more.
-    pub(crate) fn disarm(&mut self) {
+    pub fn disarm(&mut self) {
         self.block.clear();
         self.body.clear();
         if self.body.capacity() > KEEP {
@@ -131,7 +131,7 @@ impl Candidate {
     }
 
     /// Copies a chunk given to the engine; a body larger than [`KEEP`] ends the candidacy.
-    pub(crate) fn keep_body(&mut self, chunk: &[u8]) {
+    pub fn keep_body(&mut self, chunk: &[u8]) {
         if self.block.is_empty() {
             return;
         }
@@ -145,14 +145,14 @@ impl Candidate {
     /// At the stream's end, with its transaction quiet: the candidate becomes a record; the
     /// buffers of the one it replaces serve the next stream when no deferred stream still
     /// holds it.
-    pub(crate) fn become_record(&mut self, records: &mut Records, ruleset: &Arc<Ruleset>) {
+    pub fn become_record(&mut self, records: &mut Records, ruleset: &Arc<Ruleset>) {
         if self.block.is_empty() {
             return;
         }
         let body = self.with_body.then(|| std::mem::take(&mut self.body));
         let block = std::mem::take(&mut self.block);
-        let record = Rc::new(Record { ruleset: ruleset.clone(), id: value_range(&block, b"x-request-id"), block, body });
-        if let Some(old) = records.keep(record).and_then(|old| Rc::try_unwrap(old).ok()) {
+        let record = Arc::new(Record { ruleset: ruleset.clone(), id: value_range(&block, b"x-request-id"), block, body });
+        if let Some(old) = records.keep(record).and_then(|old| Arc::try_unwrap(old).ok()) {
             self.block = old.block;
             self.body = old.body.unwrap_or_default();
         }
