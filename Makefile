@@ -1,18 +1,21 @@
-# wafer: build the proxy-wasm module, test it in a real Envoy, run a demo.
+# wafer: build the proxy-wasm module and the dynamic module, test them in a real Envoy, run a demo.
 #
 #   make tools   install what the other targets need (idempotent; apt needs root)
 #   make wasm    build target/wafer.wasm (release, wasm-opt -O3, small one-caller inlining, then
 #                coldcalls: code requests do not run calls through the table, see coldcalls/)
+#   make native  build target/libwafer.so, wafer as an Envoy dynamic module (profile
+#                release-native: panic = "unwind"; for the Envoy of `make tools`, docs/native.md)
 #   make wasm-precompiled  target/wafer-precompiled.wasm: the module plus V8's compiled code for
 #                the Envoy of `make tools` on this CPU (scripts/precompile.py; Envoy loads it only
 #                with vm_config.allow_precompiled: true, and then starts without compiling)
 #   make cold-functions  measure which functions requests do not run (envoy-wasm/cold-functions.txt,
 #                for coldcalls; needs npm for Node 26): after changes to the engine's hot path
-#   make test    unit tests of every crate + end-to-end tests against Envoy + make crs-test
-#                + the ModSecurity oracle, the replay check and the bounds
+#   make test    unit tests of every crate + end-to-end tests against Envoy (each with both
+#                builds) + make crs-test + the ModSecurity oracle, the replay check and the bounds
 #   make crs-test  the OWASP CRS regression suite through Envoy (bar: 4953 of 5003 pass) and the
-#                blocking-mode sample (SecRuleEngine On, PL1)
-#   make run     Envoy on 127.0.0.1:8080 with wafer in front of a demo upstream
+#                blocking-mode sample (SecRuleEngine On, PL1), for the wasm and the native build
+#   make run     Envoy on 127.0.0.1:8080 with wafer in front of a demo upstream (NATIVE=1: the
+#                dynamic module instead of the wasm module)
 #   make bench   wafer (4 rule tiers) vs vanilla Envoy vs nginx + ModSecurity v3 with the same CRS,
 #                pinned to CPU 0 / 1 (~25 min): bench/results/<date>.{md,json,png} (see bench/README.md)
 #   make bench-quick  a few of those cells, in slices paired with vanilla Envoy (~4 min): bench/results/<date>-quick.*
@@ -58,7 +61,7 @@ WASM_OPT_FLAGS := -O3 --one-caller-inline-max-function-size 20
 APT_INSTALL = DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends
 apt = $(APT_INSTALL) $(1) || { apt-get update && $(APT_INSTALL) $(1); }
 
-.PHONY: tools tools-rust tools-wasm-opt tools-envoy tools-oci wasm wasm-precompiled cold-functions test crs-test run clean-tools bench bench-quick bench-instructions bench-tools
+.PHONY: tools tools-rust tools-wasm-opt tools-envoy tools-oci wasm native wasm-precompiled cold-functions test crs-test run clean-tools bench bench-quick bench-instructions bench-tools
 
 tools: tools-rust tools-wasm-opt tools-envoy tools-oci
 
@@ -108,36 +111,53 @@ wasm: tools-rust tools-wasm-opt
 cold-functions: tools-rust tools-wasm-opt
 	scripts/cold-functions.sh
 
+# The dynamic module: the same engine and filter, bound to Envoy's dynamic-module ABI
+# (envoy-dynamic/). Envoy loads it with `dynamic_module_config: {name: wafer}` from
+# $$ENVOY_DYNAMIC_MODULES_SEARCH_PATH/libwafer.so (see envoy-dynamic/examples/).
+NATIVE_RAW := target/release-native/libwafer.so
+NATIVE_SO := target/libwafer.so
+native: tools-rust
+	$(CARGO) build --profile release-native -p wafer-dynamic -j $(JOBS)
+	@if [ ! -f $(NATIVE_SO) ] || [ $(NATIVE_RAW) -nt $(NATIVE_SO) ]; then cp $(NATIVE_RAW) $(NATIVE_SO).tmp && mv $(NATIVE_SO).tmp $(NATIVE_SO); fi
+	@ls -l $(NATIVE_SO)
+
 WASM_PRECOMPILED := target/wafer-precompiled.wasm
 wasm-precompiled: tools-envoy wasm
 	python3 scripts/precompile.py --envoy $(ENVOY) --wasm $(WASM) --out $(WASM_PRECOMPILED)
 
-test: tools wasm oci crs-verify
-	WAFER_ENVOY=$(abspath $(ENVOY)) WAFER_WASM=$(abspath $(WASM)) WAFER_OCI=$(abspath $(OCI_DIR)) \
+test: tools wasm native oci crs-verify
+	WAFER_ENVOY=$(abspath $(ENVOY)) WAFER_WASM=$(abspath $(WASM)) WAFER_NATIVE=$(abspath $(NATIVE_SO)) WAFER_OCI=$(abspath $(OCI_DIR)) \
 	  $(CARGO) test --workspace -j $(JOBS)
-	$(CRS_REGRESSION)
-	$(CRS_REGRESSION) --blocking-sample 3
+	$(CRS_REGRESSION) --build wasm
+	$(CRS_REGRESSION) --build wasm --blocking-sample 3
+	$(CRS_REGRESSION) --build native
+	$(CRS_REGRESSION) --build native --blocking-sample 3
 	$(MAKE) oracle
 	$(MAKE) replay-check
 	$(MAKE) bounds
 
 # The CRS regression runner (tests/src/bin/crs-regression.rs): exits non-zero under its bars.
-CRS_REGRESSION = WAFER_ENVOY=$(abspath $(ENVOY)) WAFER_WASM=$(abspath $(WASM)) \
+CRS_REGRESSION = WAFER_ENVOY=$(abspath $(ENVOY)) WAFER_WASM=$(abspath $(WASM)) WAFER_NATIVE=$(abspath $(NATIVE_SO)) \
 	  $(CARGO) run -q -p wafer-tests --bin crs-regression -j $(JOBS) --
 
-crs-test: tools wasm
-	$(CRS_REGRESSION)
-	$(CRS_REGRESSION) --blocking-sample 3
+crs-test: tools wasm native
+	$(CRS_REGRESSION) --build wasm
+	$(CRS_REGRESSION) --build wasm --blocking-sample 3
+	$(CRS_REGRESSION) --build native
+	$(CRS_REGRESSION) --build native --blocking-sample 3
 
-run: tools wasm
+# NATIVE=1: the dynamic module (target/libwafer.so) instead of target/wafer.wasm.
+RUN_BUILD := $(if $(NATIVE:0=),native,wasm)
+RUN_CONFIG := $(if $(NATIVE:0=),envoy-dynamic/examples/run/envoy.yaml,envoy-wasm/examples/run/envoy.yaml)
+run: tools $(RUN_BUILD)
 	@echo
-	@echo "wafer (tier @targeted) on http://127.0.0.1:8080 in front of a demo upstream. Try:"
+	@echo "wafer ($(RUN_BUILD) build, tier @targeted) on http://127.0.0.1:8080 in front of a demo upstream. Try:"
 	@echo "  curl -i 'http://127.0.0.1:8080/?id=1%27%20or%201=1--'   # SQL injection -> 403"
 	@echo "  curl -i http://127.0.0.1:8080/                           # benign -> 200"
 	@echo "Counters: curl -s http://127.0.0.1:9901/stats | grep wafer. Ctrl-C stops Envoy."
 	@echo
-	exec $(ENVOY) -c envoy-wasm/examples/run/envoy.yaml --concurrency 1 --disable-hot-restart \
-	  -l warning --component-log-level wasm:info
+	ENVOY_DYNAMIC_MODULES_SEARCH_PATH=$(abspath target) exec $(ENVOY) -c $(RUN_CONFIG) --concurrency 1 \
+	  --disable-hot-restart -l warning --component-log-level wasm:info,dynamic_modules:info
 
 clean-tools:
 	rm -rf $(VENV)
@@ -222,13 +242,14 @@ oracle: tools-rust
 	$(CARGO) build --release -p wafer-cli -j $(JOBS)
 	WAFER_BIN=$(abspath target/release/wafer) tests/oracle/run.sh
 
-# Clippy on the engine and the Envoy adapter, native and wasm32-wasip1: their lib.rs deny
-# unwrap / expect / panic! / unchecked indexing outside tests (a panic kills the wasm VM).
-# (No `cargo fmt --check`: the tree is not rustfmt-clean yet.)
+# Clippy on the engine, the filter and both Envoy bindings, native and wasm32-wasip1: their
+# lib.rs deny unwrap / expect / panic! / unchecked indexing outside tests (a panic kills the
+# wasm VM, and fails a request of the dynamic module). (No `cargo fmt --check`: the tree is
+# not rustfmt-clean yet.)
 .PHONY: lint
 lint: tools-rust
-	$(CARGO) clippy -p wafer -p wafer-envoy --lib -j $(JOBS)
-	$(CARGO) clippy -p wafer -p wafer-envoy --lib --target $(WASM_TARGET) -j $(JOBS)
+	$(CARGO) clippy -p wafer -p wafer-filter -p wafer-envoy -p wafer-dynamic --lib -j $(JOBS)
+	$(CARGO) clippy -p wafer -p wafer-filter -p wafer-envoy --lib --target $(WASM_TARGET) -j $(JOBS)
 
 # Hardening (README "Bad input"). `bounds`: 1 MiB pathological inputs against the full CRS,
 # native release build: time linear in size, bounded peak RSS, documented verdicts (part of
