@@ -1,14 +1,19 @@
 //! A bad plugin configuration must stop Envoy from taking the configuration, with wafer's
 //! message (file:line:col and a caret) in Envoy's log.
 
-use wafer_tests::envoy::{bootstrap, Envoy, Setup, Start};
+use wafer_tests::envoy::{bootstrap, Build, Envoy, Setup, Start};
 use wafer_tests::upstream::Upstream;
 
+per_build!(
+    invalid_json_config_is_refused_with_position,
+    unknown_directive_is_refused_with_position_and_caret,
+);
+
 /// Starts Envoy with `plugin_config` and returns its log; fails if Envoy comes up.
-fn refused_log(label: &str, plugin_config: &str) -> String {
+fn refused_log(build: Build, label: &str, plugin_config: &str) -> String {
     let setup = Setup::from_env();
     let upstream = Upstream::start().expect("start the upstream");
-    let yaml = bootstrap(&setup.wasm, plugin_config, upstream.addr());
+    let yaml = bootstrap(setup.module(build), plugin_config, upstream.addr());
     match Envoy::start(&setup, label, &yaml).expect("spawn envoy") {
         Start::Exited { code, log } => {
             assert_ne!(
@@ -73,9 +78,9 @@ fn position_detection() {
     assert!(!has_position("at line 0 column 0"));
 }
 
-#[test]
-fn invalid_json_config_is_refused_with_position() {
+fn invalid_json_config_is_refused_with_position(build: Build) {
     let log = refused_log(
+        build,
         "bad-json",
         r#"{"directives_map": {"default": ["Include @targeted"]},, }"#,
     );
@@ -90,10 +95,9 @@ fn invalid_json_config_is_refused_with_position() {
     assert!(has_position(line), "no line:col in {line:?}");
 }
 
-#[test]
-fn unknown_directive_is_refused_with_position_and_caret() {
+fn unknown_directive_is_refused_with_position_and_caret(build: Build) {
     let config = r#"{"directives_map":{"default":["Include @targeted","SecBogusDirective On"]},"default_directives":"default"}"#;
-    let log = refused_log("bad-directive", config);
+    let log = refused_log(build, "bad-directive", config);
     assert!(
         log.contains("wafer: invalid plugin configuration"),
         "no wafer message in:\n{log}"

@@ -3,8 +3,17 @@
 
 use wafer_tests::client::Request;
 use wafer_tests::envoy::json_string;
+use wafer_tests::envoy::Build;
 
 use crate::{passed_whole, short, Fixture};
+
+per_build!(
+    response_phases_and_redirect,
+    logging_phase_runs_for_completed_and_reset_streams,
+    repeated_quiet_requests_pass_and_changed_ones_are_inspected,
+    repeated_quiet_bodies_pass_and_changed_ones_are_inspected,
+    quiet_bodies_interleaved_keep_their_verdicts,
+);
 
 const RULES: &[&str] = &[
     "Include @recommended-conf",
@@ -21,8 +30,8 @@ fn config_of(rules: &[&str]) -> String {
     format!(r#"{{"directives_map":{{"default":[{}]}},"default_directives":"default"}}"#, list.join(","))
 }
 
-fn fixture() -> Fixture {
-    Fixture::start("custom", &config_of(RULES))
+fn fixture(build: Build) -> Fixture {
+    Fixture::start(build, "custom", &config_of(RULES))
 }
 
 /// What is wrong with the answer to `req` (`want` 200: passed whole to the upstream).
@@ -51,9 +60,8 @@ fn run_steps(fx: &Fixture, steps: &[(&str, Request, u16)]) -> Vec<String> {
     steps.iter().filter_map(|(name, req, want)| wrong(fx, req, *want).map(|why| format!("{name}: {why}"))).collect()
 }
 
-#[test]
-fn response_phases_and_redirect() {
-    let fx = fixture();
+fn response_phases_and_redirect(build: Build) {
+    let fx = fixture(build);
     let mut failures = Vec::new();
 
     // Response body inspected and passed whole.
@@ -117,11 +125,11 @@ fn response_phases_and_redirect() {
     }
 
     for (rule, phase) in [("9001", 4), ("9002", 3), ("9003", 1)] {
-        let counter = format!("wasmcustom.wafer.rule_interruptions.phase.{phase}.rule_id.{rule}");
-        if fx.envoy.counter(&counter) != 1 {
+        let counter = format!("wafer.rule_interruptions.phase.{phase}.rule_id.{rule}");
+        if fx.counter(&counter) != 1 {
             failures.push(format!(
                 "{counter} = {} (want 1)",
-                fx.envoy.counter(&counter)
+                fx.counter(&counter)
             ));
         }
     }
@@ -130,11 +138,10 @@ fn response_phases_and_redirect() {
 
 /// Phase 5 runs once per stream: for one that completed, and for one the client abandoned in
 /// the middle of its body (Envoy resets that stream).
-#[test]
-fn logging_phase_runs_for_completed_and_reset_streams() {
+fn logging_phase_runs_for_completed_and_reset_streams(build: Build) {
     use std::io::Write;
     use std::time::Duration;
-    let fx = fixture();
+    let fx = fixture(build);
     let mut failures = Vec::new();
     let from = fx.envoy.log().len();
     match fx.send(&Request::get("/logged").header("x-log-me", "completed")) {
@@ -170,8 +177,7 @@ fn logging_phase_runs_for_completed_and_reset_streams() {
 /// (`Ruleset::quiet_again`): it still reaches the upstream whole and is counted, and a request
 /// that differs anywhere else (a header, the query, the path) is inspected as before, between
 /// repeated quiet ones.
-#[test]
-fn repeated_quiet_requests_pass_and_changed_ones_are_inspected() {
+fn repeated_quiet_requests_pass_and_changed_ones_are_inspected(build: Build) {
     let rules = [
         "SecRuleEngine On",
         r#"SecRule REQUEST_HEADERS:User-Agent "@contains evil" "id:9101,phase:1,t:none,log,deny,status:403""#,
@@ -179,7 +185,7 @@ fn repeated_quiet_requests_pass_and_changed_ones_are_inspected() {
         r#"SecRule REQUEST_URI "@beginsWith /admin" "id:9103,phase:1,t:none,log,deny,status:403""#,
     ];
     let config = config_of(&rules);
-    let fx = Fixture::start("quiet", &config);
+    let fx = Fixture::start(build, "quiet", &config);
     let get = |target: &str, ua: &str| Request::get(target).header("user-agent", ua);
     let benign = || get("/q?a=1&b=2", "ok");
     let steps: Vec<(&str, Request, u16)> = vec![
@@ -198,10 +204,10 @@ fn repeated_quiet_requests_pass_and_changed_ones_are_inspected() {
     // once a second).
     let want = steps.len() as u64;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    let mut counted = fx.envoy.counter("wasmcustom.wafer.transactions");
+    let mut counted = fx.counter("wafer.transactions");
     while counted < want && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(100));
-        counted = fx.envoy.counter("wasmcustom.wafer.transactions");
+        counted = fx.counter("wafer.transactions");
     }
     if counted != want {
         failures.push(format!("wafer counted {counted} transactions, want {want}"));
@@ -213,8 +219,7 @@ fn repeated_quiet_requests_pass_and_changed_ones_are_inspected() {
 /// `x-request-id`) is held without a transaction until its body ends; the same body passes
 /// whole, another one of the same length (the headers say the same length) gets its
 /// transaction then and is inspected, whether the body comes in one read or in several.
-#[test]
-fn repeated_quiet_bodies_pass_and_changed_ones_are_inspected() {
+fn repeated_quiet_bodies_pass_and_changed_ones_are_inspected(build: Build) {
     let rules = [
         "SecRuleEngine On",
         "SecRequestBodyAccess On",
@@ -222,7 +227,7 @@ fn repeated_quiet_bodies_pass_and_changed_ones_are_inspected() {
         r#"SecRule ARGS "@contains attack" "id:9112,phase:2,t:none,log,deny,status:403""#,
     ];
     let config = config_of(&rules);
-    let fx = Fixture::start("quiet-bodies", &config);
+    let fx = Fixture::start(build, "quiet-bodies", &config);
     let (one, two, bad) = (QUIET_ONE, QUIET_TWO, QUIET_BAD);
     let parts = |r: Request| r.paced(4, std::time::Duration::from_millis(15));
     let steps: Vec<(&str, Request, u16)> = vec![
@@ -247,15 +252,14 @@ fn repeated_quiet_bodies_pass_and_changed_ones_are_inspected() {
 /// Many streams at once on Envoy's one worker, so held requests (headers the quiet record's,
 /// body not yet ended) interleave with others that replace the record: every benign request
 /// passes whole, every same-length attack is blocked.
-#[test]
-fn quiet_bodies_interleaved_keep_their_verdicts() {
+fn quiet_bodies_interleaved_keep_their_verdicts(build: Build) {
     let rules = [
         "SecRuleEngine On",
         "SecRequestBodyAccess On",
         r#"SecRule ARGS "@contains attack" "id:9121,phase:2,t:none,log,deny,status:403""#,
     ];
     let config = config_of(&rules);
-    let fx = Fixture::start("quiet-interleaved", &config);
+    let fx = Fixture::start(build, "quiet-interleaved", &config);
     let (one, two, bad) = (QUIET_ONE, QUIET_TWO, QUIET_BAD);
     let failures = std::sync::Mutex::new(Vec::new());
     std::thread::scope(|s| {

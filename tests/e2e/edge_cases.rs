@@ -7,11 +7,20 @@
 //! - body over the limit with `ProcessPartial`: only the prefix within the limit is inspected.
 
 use wafer_tests::client::Request;
+use wafer_tests::envoy::Build;
 
 use crate::{passed_whole, Fixture};
 
 const JSON: &str = "application/json";
 const FORM: &str = "application/x-www-form-urlencoded";
+
+per_build!(
+    malformed_json_passes_targeted,
+    malformed_json_blocked_by_recommended_conf,
+    invalid_percent_encoding_in_query,
+    body_over_limit_with_reject_is_413,
+    body_over_limit_with_process_partial_inspects_prefix,
+);
 
 fn config(directives: &[&str]) -> String {
     let list: Vec<String> = directives
@@ -24,17 +33,16 @@ fn config(directives: &[&str]) -> String {
     )
 }
 
-#[test]
-fn malformed_json_passes_targeted() {
-    let fx = Fixture::tier("@targeted");
+fn malformed_json_passes_targeted(build: Build) {
+    let fx = Fixture::tier(build, "@targeted");
     let req = Request::post("/api", JSON, r#"{"user": "alice", "#);
     let resp = fx.send(&req).expect("send");
     passed_whole(&req, &resp).expect("malformed JSON passes @targeted");
 }
 
-#[test]
-fn malformed_json_blocked_by_recommended_conf() {
+fn malformed_json_blocked_by_recommended_conf(build: Build) {
     let fx = Fixture::start(
+        build,
         "reqbody-error",
         &config(&["Include @recommended-conf", "SecRuleEngine On"]),
     );
@@ -44,17 +52,16 @@ fn malformed_json_blocked_by_recommended_conf() {
     assert_eq!(resp.status, 400, "body: {}", resp.body_text());
 }
 
-#[test]
-fn invalid_percent_encoding_in_query() {
-    let fx = Fixture::tier("@targeted");
+fn invalid_percent_encoding_in_query(build: Build) {
+    let fx = Fixture::tier(build, "@targeted");
     let req = Request::get("/search?q=%zz%4");
     let resp = fx.send(&req).expect("send");
     passed_whole(&req, &resp).expect("invalid percent-encoding passes @targeted");
 }
 
-#[test]
-fn body_over_limit_with_reject_is_413() {
+fn body_over_limit_with_reject_is_413(build: Build) {
     let fx = Fixture::start(
+        build,
         "limit-reject",
         &config(&[
             "Include @recommended-conf",
@@ -70,9 +77,9 @@ fn body_over_limit_with_reject_is_413() {
     assert_eq!(resp.status, 413, "body: {}", resp.body_text());
 }
 
-#[test]
-fn body_over_limit_with_process_partial_inspects_prefix() {
+fn body_over_limit_with_process_partial_inspects_prefix(build: Build) {
     let fx = Fixture::start(
+        build,
         "limit-partial",
         &config(&[
             "Include @targeted",

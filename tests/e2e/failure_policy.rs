@@ -8,14 +8,20 @@
 //!   to that request and every later one on the worker; `FAIL_OPEN` lets later requests through
 //!   **uninspected** (an attack reaches the upstream); `FAIL_RELOAD` starts a fresh VM after
 //!   the backoff, and inspection resumes.
+//!
+//! The dynamic module has no VM to lose: it is built with `panic = "unwind"` and catches a panic
+//! in every hook, so the request that panicked is answered 500 by wafer (fail closed), and
+//! Envoy and every later request go on as before (docs/native.md, "Panics").
 
 use std::time::{Duration, Instant};
 
 use wafer_tests::client::Request;
-use wafer_tests::envoy::{bootstrap, Envoy, Setup, Start};
+use wafer_tests::envoy::{bootstrap, Build, Envoy, Setup, Start};
 use wafer_tests::upstream::Upstream;
 
 use crate::{passed_whole, Fixture};
+
+per_build!(body_over_envoys_buffer_is_413);
 
 const TRAP: &str = "x-wafer-test-trap";
 
@@ -36,9 +42,9 @@ fn with_policy(yaml: &str, policy: &str) -> String {
 fn start(label: &str, policy: &str) -> Fixture {
     let setup = Setup::from_env();
     let upstream = Upstream::start().expect("start the upstream");
-    let yaml = with_policy(&bootstrap(&setup.wasm, &config(), upstream.addr()), policy);
+    let yaml = with_policy(&bootstrap(setup.module(Build::Wasm), &config(), upstream.addr()), policy);
     let envoy = Envoy::start_live(&setup, label, &yaml);
-    Fixture { envoy, upstream }
+    Fixture { envoy, upstream, build: Build::Wasm }
 }
 
 fn attack() -> Request {
@@ -114,7 +120,7 @@ fn bad_rules_are_refused_even_with_fail_open() {
     let setup = Setup::from_env();
     let upstream = Upstream::start().expect("start the upstream");
     let bad = r#"{"directives_map":{"default":["SecRule ARGS \"@rxx a\" \"id:1\""]},"default_directives":"default"}"#;
-    let yaml = with_policy(&bootstrap(&setup.wasm, bad, upstream.addr()), "FAIL_OPEN");
+    let yaml = with_policy(&bootstrap(setup.module(Build::Wasm), bad, upstream.addr()), "FAIL_OPEN");
     match Envoy::start(&setup, "fp-bad-open", &yaml).expect("spawn envoy") {
         Start::Exited { code, log } => {
             assert_ne!(code, Some(0), "{log}");
@@ -129,15 +135,41 @@ fn bad_rules_are_refused_even_with_fail_open() {
 /// as in this bootstrap): wafer holds the body until the end of the stream to inspect it, so
 /// Envoy answers 413 itself and the upstream never sees the request. A tier without body
 /// access streams it through.
-#[test]
-fn body_over_envoys_buffer_is_413() {
+fn body_over_envoys_buffer_is_413(build: Build) {
     let body = format!("a={}", "b".repeat(2 << 20));
-    let fx = Fixture::tier("@targeted");
+    let fx = Fixture::tier(build, "@targeted");
     let req = Request::post("/upload", "application/x-www-form-urlencoded", body.clone());
     assert_eq!(status(&fx, &req), 413, "over Envoy's buffer with body inspection");
     assert!(fx.upstream.seen().is_empty(), "the upstream never saw it");
-    let fx = Fixture::tier("@headers-only");
+    let fx = Fixture::tier(build, "@headers-only");
     let req = Request::post("/upload", "application/x-www-form-urlencoded", body);
     let resp = fx.send(&req).expect("send");
     passed_whole(&req, &resp).expect("streamed through without body inspection");
+}
+
+/// A panic in the dynamic module (the trap header panics inside the request-headers hook, in
+/// the filter, where a bug in the engine would): that request gets wafer's 500 and never
+/// reaches the upstream, Envoy keeps running on the same worker, and inspection goes on for
+/// every later request, each panic again caught.
+#[test]
+fn a_panic_in_the_dynamic_module_fails_its_request_closed_and_envoy_serves_on() {
+    let fx = Fixture::start(Build::Native, "panic", &config());
+    assert_eq!(status(&fx, &attack()), 403, "inspection works before the panic");
+    for round in 0..3 {
+        let resp = fx.send(&trap()).expect("the request that panics gets an answer");
+        assert_eq!(resp.status, 500, "round {round}: {}", resp.body_text());
+        assert_eq!(resp.body_text(), "wafer: internal error\n");
+        let resp = fx.send(&benign()).expect("send");
+        passed_whole(&benign(), &resp).expect("benign after the panic");
+        assert_eq!(status(&fx, &attack()), 403, "round {round}: an attack after the panic is blocked");
+    }
+    let mut envoy = fx.envoy;
+    assert!(envoy.running(), "Envoy is still running");
+    assert!(
+        !fx.upstream.seen().iter().any(|s| s.headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(TRAP))),
+        "a request that panicked reached the upstream"
+    );
+    let log = envoy.log();
+    assert_eq!(log.matches("wafer: panic: panicked at").count(), 3, "each panic is logged:\n{log}");
+    assert_eq!(log.matches("a panic failed this request closed (500)").count(), 3, "{log}");
 }

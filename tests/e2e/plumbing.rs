@@ -3,13 +3,20 @@
 use std::time::Duration;
 
 use wafer_tests::client::{Conn, Request};
+use wafer_tests::envoy::Build;
 
 use crate::cases::json_of_size;
 use crate::{passed_whole, Fixture, LOG_WAIT};
 
-#[test]
-fn module_loads_and_logs_its_summary() {
-    let fx = Fixture::tier("@targeted");
+per_build!(
+    module_loads_and_logs_its_summary,
+    keep_alive_connection_carries_several_requests,
+    body_larger_than_one_read_arrives_whole,
+    blocked_request_leaves_keep_alive_connection_usable,
+);
+
+fn module_loads_and_logs_its_summary(build: Build) {
+    let fx = Fixture::tier(build, "@targeted");
     assert!(
         fx.envoy.wait_for_log("wafer: loaded", LOG_WAIT),
         "no start-up summary in Envoy's log:\n{}",
@@ -17,9 +24,8 @@ fn module_loads_and_logs_its_summary() {
     );
 }
 
-#[test]
-fn keep_alive_connection_carries_several_requests() {
-    let fx = Fixture::tier("@targeted");
+fn keep_alive_connection_carries_several_requests(build: Build) {
+    let fx = Fixture::tier(build, "@targeted");
     let mut conn = Conn::open(fx.envoy.listener).expect("connect");
     let requests = [
         Request::get("/one"),
@@ -39,11 +45,10 @@ fn keep_alive_connection_carries_several_requests() {
     }
 }
 
-#[test]
-fn body_larger_than_one_read_arrives_whole() {
+fn body_larger_than_one_read_arrives_whole(build: Build) {
     // 300 KB crosses many socket reads and Envoy buffer slices, still under Envoy's 1 MiB
     // default buffer limit.
-    let fx = Fixture::tier("@targeted");
+    let fx = Fixture::tier(build, "@targeted");
     let body: Vec<u8> = (0..300 * 1024)
         .map(|i| b"abcdefghijklmnopqrstuvwxyz"[i % 26])
         .collect();
@@ -56,9 +61,8 @@ fn body_larger_than_one_read_arrives_whole() {
 
 /// Waits on the engine: a request blocked in phase 1 must not cost the client its
 /// keep-alive connection.
-#[test]
-fn blocked_request_leaves_keep_alive_connection_usable() {
-    let fx = Fixture::tier("@targeted");
+fn blocked_request_leaves_keep_alive_connection_usable(build: Build) {
+    let fx = Fixture::tier(build, "@targeted");
     let mut conn = Conn::open(fx.envoy.listener).expect("connect");
     let first = Request::get("/");
     let resp = conn.send(&first).expect("first request");

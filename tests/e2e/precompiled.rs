@@ -13,7 +13,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use wafer_tests::client::{self, Request};
-use wafer_tests::envoy::{bootstrap, tier_config, Envoy, Setup, Start, TempDir};
+use wafer_tests::envoy::{bootstrap, tier_config, Build, Envoy, Module, Setup, Start, TempDir};
 use wafer_tests::registry::run;
 use wafer_tests::upstream::Upstream;
 
@@ -35,7 +35,7 @@ fn precompile(setup: &Setup, dir: &Path) -> PathBuf {
 
 /// The Envoy configuration for `wasm`, with `allow_precompiled` when `allow`.
 fn config(wasm: &Path, upstream: &Upstream, allow: bool) -> String {
-    let yaml = bootstrap(wasm, &tier_config("@targeted"), upstream.addr());
+    let yaml = bootstrap(Module { build: Build::Wasm, path: wasm }, &tier_config("@targeted"), upstream.addr());
     let runtime = "runtime: envoy.wasm.runtime.v8";
     assert!(yaml.contains(runtime));
     if allow {

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use wafer_tests::client::{self, Request};
-use wafer_tests::envoy::{admin_get, bootstrap, Envoy, Options, Setup, TempDir};
+use wafer_tests::envoy::{admin_get, bootstrap, Build, Envoy, Module, Options, Setup, TempDir};
 use wafer_tests::openapi::{crd_path, documents, Crd};
 use wafer_tests::registry::{run, tool, FileServer, Registry};
 use wafer_tests::upstream::Upstream;
@@ -277,7 +277,7 @@ fn oci_image_round_trip_through_a_registry_then_runs_in_envoy() {
         .find(|(f, _)| f == "ingress-gateway.yaml")
         .expect("istio/ingress-gateway.yaml");
     let upstream = Upstream::start().expect("upstream");
-    let yaml = bootstrap(&pulled_compat, &plugin_config(&ingress), upstream.addr());
+    let yaml = bootstrap(Module { build: Build::Wasm, path: &pulled_compat }, &plugin_config(&ingress), upstream.addr());
     let envoy = Envoy::start_live(&setup, "oci-pulled", &yaml);
     let attack = client::send(envoy.listener, &Request::get(SQLI)).expect("send the attack");
     assert_eq!(attack.status, 403, "SQL injection through the pulled module: {}", attack.body_text());

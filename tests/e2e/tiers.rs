@@ -1,13 +1,15 @@
 //! The request table against each tier. Passing and blocking are separate tests so that the
 //! plumbing (requests pass, bodies arrive whole) is reported apart from the rules.
 
+use wafer_tests::envoy::Build;
+
 use crate::cases::{Case, Tier, CASES};
 use crate::{passed_whole, short, Fixture, CASE_HEADER, LOG_WAIT};
 
 /// Runs the cases of `tier` whose expected status satisfies `select`; fails with every
 /// mismatch listed.
-fn run(tier: Tier, select: fn(u16) -> bool) {
-    let fx = Fixture::tier(tier.include());
+fn run(build: Build, tier: Tier, select: fn(u16) -> bool) {
+    let fx = Fixture::tier(build, tier.include());
     let cases: Vec<&Case> = CASES.iter().filter(|c| select(c.expected(tier))).collect();
     assert!(!cases.is_empty(), "no cases selected");
     let mut failures = Vec::new();
@@ -65,10 +67,10 @@ fn run(tier: Tier, select: fn(u16) -> bool) {
         }
     }
     if blocked > 0 {
-        let interruptions = fx.envoy.counter("wasmcustom.wafer.interruptions");
+        let interruptions = fx.counter("wafer.interruptions");
         if interruptions < blocked {
             failures.push(format!(
-                "counter wasmcustom.wafer.interruptions = {interruptions}, want >= {blocked}"
+                "counter wafer.interruptions = {interruptions}, want >= {blocked}"
             ));
         }
     }
@@ -88,22 +90,25 @@ fn blocked_id(body: &str) -> Option<&str> {
     Some(rest.split_once(')')?.0)
 }
 
-#[test]
-fn targeted_passes_benign_requests_with_whole_bodies() {
-    run(Tier::Targeted, |status| status == 200);
+per_build!(
+    targeted_passes_benign_requests_with_whole_bodies,
+    targeted_blocks_attacks,
+    headers_only_passes_benign_requests_and_body_attacks,
+    headers_only_blocks_attacks_in_headers,
+);
+
+fn targeted_passes_benign_requests_with_whole_bodies(build: Build) {
+    run(build, Tier::Targeted, |status| status == 200);
 }
 
-#[test]
-fn targeted_blocks_attacks() {
-    run(Tier::Targeted, |status| status != 200);
+fn targeted_blocks_attacks(build: Build) {
+    run(build, Tier::Targeted, |status| status != 200);
 }
 
-#[test]
-fn headers_only_passes_benign_requests_and_body_attacks() {
-    run(Tier::HeadersOnly, |status| status == 200);
+fn headers_only_passes_benign_requests_and_body_attacks(build: Build) {
+    run(build, Tier::HeadersOnly, |status| status == 200);
 }
 
-#[test]
-fn headers_only_blocks_attacks_in_headers() {
-    run(Tier::HeadersOnly, |status| status != 200);
+fn headers_only_blocks_attacks_in_headers(build: Build) {
+    run(build, Tier::HeadersOnly, |status| status != 200);
 }

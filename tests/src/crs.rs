@@ -1,6 +1,7 @@
 //! The OWASP CRS regression suite through a real Envoy: the verdict of record.
 //!
-//! One Envoy loads `target/wafer.wasm` with the official CRS test setup
+//! One Envoy loads wafer (either build: `target/wafer.wasm` or `target/libwafer.so`) with the
+//! official CRS test setup
 //! ([`wafer_cli::crs::TEST_SETUP`]: DetectionOnly, blocking paranoia level 4, the `X-CRS-Test`
 //! marker rule 999999) in front of an albedo-like upstream ([`Upstream::albedo`]). Each stage's
 //! request goes over TCP as the raw bytes go-ftw would write ([`ftw::raw_request`]). As go-ftw
@@ -27,7 +28,7 @@ use serde::Deserialize;
 use wafer_cli::crs::check::Observed;
 use wafer_cli::crs::ftw::{self, Output, Test};
 
-use crate::envoy::{json_string, wafer_http_filters, Envoy, LiveLog, Options, Setup};
+use crate::envoy::{json_string, wafer_http_filters, Build, Envoy, LiveLog, Module, Options, Setup};
 use crate::upstream::Upstream;
 
 /// go-ftw's marker header (`logmarkerheadername`).
@@ -76,7 +77,7 @@ pub fn blocking_config() -> String {
 /// removes `Connection`, `Keep-Alive`, `Proxy-Connection`, `Transfer-Encoding` and a `Referer`
 /// that is not a valid URL, maps every version other than 1.1 to HTTP/1.0, and rewrites
 /// absolute-form targets, all before the filter chain.
-pub fn bootstrap(wasm: &Path, plugin_config: &str, upstream: SocketAddr) -> String {
+pub fn bootstrap(module: Module, plugin_config: &str, upstream: SocketAddr) -> String {
     format!(
         r#"admin:
   address: {{ socket_address: {{ address: 127.0.0.1, port_value: 0 }} }}
@@ -135,7 +136,7 @@ static_resources:
         - endpoint:
             address: {{ socket_address: {{ address: {ip}, port_value: {port} }} }}
 "#,
-        filters = wafer_http_filters(wasm, plugin_config),
+        filters = wafer_http_filters(module, plugin_config),
         ip = upstream.ip(),
         port = upstream.port(),
     )
@@ -286,9 +287,10 @@ pub fn unescape(line: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// Whether an Envoy log line was written by wafer (component `wasm`).
+/// Whether an Envoy log line was written by wafer (component `wasm` or `dynamic_modules`,
+/// with [`LOG_FORMAT`]).
 pub fn is_wafer_line(line: &str) -> bool {
-    line.contains("][wasm] ")
+    line.contains("][wasm] ") || line.contains("][dynamic_modules] ")
 }
 
 /// Envoy with wafer in front of the albedo upstream, and its live log.
@@ -311,14 +313,15 @@ pub struct StageRun {
 
 impl Rig {
     /// Starts the upstream and Envoy (`--concurrency 1`: log lines come in request order).
-    pub fn start(setup: &Setup, label: &str, plugin_config: &str) -> Rig {
+    pub fn start(setup: &Setup, build: Build, label: &str, plugin_config: &str) -> Rig {
         let upstream = Upstream::albedo().expect("start the albedo upstream");
-        let yaml = bootstrap(&setup.wasm, plugin_config, upstream.addr());
+        let yaml = bootstrap(setup.module(build), plugin_config, upstream.addr());
         let options = Options {
-            wasm_log: "info".into(),
+            wafer_log: "info".into(),
             concurrency: 1,
             capture: true,
             extra_args: vec!["--log-format".into(), LOG_FORMAT.into(), "--log-format-escaped".into()],
+            ..Options::default()
         };
         let envoy = Envoy::start_live_opts(setup, label, &yaml, &options);
         let live = envoy.live().expect("stderr is captured").clone();

@@ -1,5 +1,9 @@
 //! Starting a real Envoy with wafer for one test, and stopping it whatever happens.
 //!
+//! wafer comes in two builds ([`Build`]): the proxy-wasm module (`target/wafer.wasm`) and the
+//! dynamic module (`target/libwafer.so`); [`bootstrap`] loads either, and the end-to-end tests
+//! run once per build.
+//!
 //! Each [`Envoy`] gets its own temporary directory (config, log, admin address file), binds
 //! every port through the kernel (`port_value: 0`; the real ports are read back from the admin
 //! interface), and runs with `--disable-hot-restart`, so parallel tests share no port and no
@@ -20,29 +24,77 @@ use crate::client::{self, Request};
 /// How long Envoy may take to say `LIVE` (V8 compiles the module and wafer its rules).
 pub const START_TIMEOUT: Duration = Duration::from_secs(20);
 
+/// Which build of wafer Envoy loads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Build {
+    /// `target/wafer.wasm` in `envoy.filters.http.wasm` (V8).
+    Wasm,
+    /// `target/libwafer.so` in `envoy.filters.http.dynamic_modules`.
+    Native,
+}
+
+impl Build {
+    pub const ALL: [Build; 2] = [Build::Wasm, Build::Native];
+
+    /// `wasm` / `native`, for labels and messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Build::Wasm => "wasm",
+            Build::Native => "native",
+        }
+    }
+
+    /// Envoy's name for one of wafer's counters (`wafer.transactions`, ...): the same names
+    /// under the namespace Envoy gives the build's custom stats.
+    pub fn stat(self, name: &str) -> String {
+        match self {
+            Build::Wasm => format!("wasmcustom.{name}"),
+            Build::Native => format!("dynamicmodulescustom.{name}"),
+        }
+    }
+
+    /// Whether wafer wrote this line of Envoy's log (default log format): the wasm module's
+    /// lines are Envoy's `wasm log`, the dynamic module's name wafer's source file.
+    pub fn wafer_wrote(self, line: &str) -> bool {
+        match self {
+            Build::Wasm => line.contains("wasm log"),
+            Build::Native => line.contains("] [filter/src/") || line.contains("] [envoy-dynamic/src/"),
+        }
+    }
+}
+
+/// One build of wafer, ready to load.
+#[derive(Clone, Copy, Debug)]
+pub struct Module<'a> {
+    pub build: Build,
+    pub path: &'a Path,
+}
+
 /// Paths handed over by `make test`.
 #[derive(Clone, Debug)]
 pub struct Setup {
     pub envoy: PathBuf,
     pub wasm: PathBuf,
+    pub native: PathBuf,
 }
 
 impl Setup {
-    /// Reads `WAFER_ENVOY` and `WAFER_WASM`. Panics (the test fails) when they are missing:
-    /// end-to-end tests must never pass by skipping.
+    /// Reads `WAFER_ENVOY`, `WAFER_WASM` and `WAFER_NATIVE`. Panics (the test fails) when one
+    /// is missing: end-to-end tests must never pass by skipping.
     pub fn from_env() -> Setup {
         let get = |var: &str| -> PathBuf {
             let value = std::env::var_os(var).unwrap_or_else(|| {
                 panic!(
-                    "{var} is not set: the end-to-end tests need a real Envoy and the wafer \
-                     module. Run them with `make test` (it installs Envoy, builds \
-                     target/wafer.wasm and sets WAFER_ENVOY / WAFER_WASM)."
+                    "{var} is not set: the end-to-end tests need a real Envoy and both wafer \
+                     builds. Run them with `make test` (it installs Envoy, builds \
+                     target/wafer.wasm and target/libwafer.so and sets WAFER_ENVOY / \
+                     WAFER_WASM / WAFER_NATIVE)."
                 )
             });
             let path = PathBuf::from(value);
             assert!(
                 path.exists(),
-                "{var}={} does not exist; run `make test` (or `make tools wasm`)",
+                "{var}={} does not exist; run `make test` (or `make tools wasm native`)",
                 path.display()
             );
             path
@@ -50,7 +102,17 @@ impl Setup {
         Setup {
             envoy: get("WAFER_ENVOY"),
             wasm: get("WAFER_WASM"),
+            native: get("WAFER_NATIVE"),
         }
+    }
+
+    /// The module of `build`.
+    pub fn module(&self, build: Build) -> Module<'_> {
+        let path = match build {
+            Build::Wasm => &self.wasm,
+            Build::Native => &self.native,
+        };
+        Module { build, path }
     }
 }
 
@@ -68,10 +130,37 @@ pub fn tier_config(tier: &str) -> String {
     )
 }
 
-/// The `http_filters` of a connection manager: wafer (from `wasm`, with
-/// `plugin_config` as its configuration), then the router. Indented for the
-/// listener layout of [`bootstrap`].
-pub fn wafer_http_filters(wasm: &Path, plugin_config: &str) -> String {
+/// The `http_filters` of a connection manager: wafer (the `module`, with `plugin_config` as
+/// its configuration), then the router. Indented for the listener layout of [`bootstrap`].
+pub fn wafer_http_filters(module: Module, plugin_config: &str) -> String {
+    match module.build {
+        Build::Wasm => wasm_http_filters(module.path, plugin_config),
+        Build::Native => native_http_filters(module.path, plugin_config),
+    }
+}
+
+/// [`wafer_http_filters`] for the dynamic module: Envoy loads the file named (a module already
+/// loaded into the process is reused).
+fn native_http_filters(path: &Path, plugin_config: &str) -> String {
+    format!(
+        r#"          http_filters:
+          - name: envoy.filters.http.dynamic_modules
+            typed_config:
+              "@type": type.googleapis.com/envoy.extensions.filters.http.dynamic_modules.v3.DynamicModuleFilter
+              dynamic_module_config: {{ module: {{ local: {{ filename: {path} }} }} }}
+              filter_name: wafer
+              filter_config:
+                "@type": type.googleapis.com/google.protobuf.StringValue
+                value: {config}
+          - name: envoy.filters.http.router
+            typed_config:
+              "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"#,
+        config = json_string(plugin_config),
+        path = json_string(&path.display().to_string()),
+    )
+}
+
+fn wasm_http_filters(wasm: &Path, plugin_config: &str) -> String {
     format!(
         r#"          http_filters:
           - name: envoy.filters.http.wasm
@@ -97,7 +186,7 @@ pub fn wafer_http_filters(wasm: &Path, plugin_config: &str) -> String {
 
 /// A bootstrap with one listener (port chosen by the kernel): wafer, then the router to
 /// `upstream`. `plugin_config` is the JSON handed to wafer as a string.
-pub fn bootstrap(wasm: &Path, plugin_config: &str, upstream: SocketAddr) -> String {
+pub fn bootstrap(module: Module, plugin_config: &str, upstream: SocketAddr) -> String {
     format!(
         r#"admin:
   address: {{ socket_address: {{ address: 127.0.0.1, port_value: 0 }} }}
@@ -130,7 +219,7 @@ static_resources:
         - endpoint:
             address: {{ socket_address: {{ address: {ip}, port_value: {port} }} }}
 "#,
-        filters = wafer_http_filters(wasm, plugin_config),
+        filters = wafer_http_filters(module, plugin_config),
         ip = upstream.ip(),
         port = upstream.port(),
     )
@@ -190,8 +279,8 @@ pub enum Start {
 /// How to run Envoy, beyond the bootstrap.
 #[derive(Clone, Debug)]
 pub struct Options {
-    /// Log level of the `wasm` component (wafer's logs).
-    pub wasm_log: String,
+    /// Log level of wafer's lines (Envoy's components `wasm` and `dynamic_modules`).
+    pub wafer_log: String,
     /// `--concurrency` (worker threads).
     pub concurrency: u32,
     /// Read stderr through a pipe into [`LiveLog`] as it is written (the log file still gets
@@ -199,15 +288,18 @@ pub struct Options {
     pub capture: bool,
     /// More command-line flags (e.g. `--log-format`).
     pub extra_args: Vec<String>,
+    /// Environment variables for Envoy (e.g. `ENVOY_DYNAMIC_MODULES_SEARCH_PATH`).
+    pub env: Vec<(String, String)>,
 }
 
 impl Default for Options {
     fn default() -> Options {
         Options {
-            wasm_log: "info".into(),
+            wafer_log: "info".into(),
             concurrency: 1,
             capture: false,
             extra_args: Vec::new(),
+            env: Vec::new(),
         }
     }
 }
@@ -307,10 +399,10 @@ impl Envoy {
         Self::start_with(setup, label, yaml, "info")
     }
 
-    /// Like [`Envoy::start`] with another log level for the `wasm` component (wafer's logs).
-    pub fn start_with(setup: &Setup, label: &str, yaml: &str, wasm_log: &str) -> io::Result<Start> {
+    /// Like [`Envoy::start`] with another log level for wafer's lines.
+    pub fn start_with(setup: &Setup, label: &str, yaml: &str, wafer_log: &str) -> io::Result<Start> {
         let options = Options {
-            wasm_log: wasm_log.into(),
+            wafer_log: wafer_log.into(),
             ..Options::default()
         };
         Self::start_opts(setup, label, yaml, &options)
@@ -333,9 +425,10 @@ impl Envoy {
                 "-l",
                 "warning",
                 "--component-log-level",
-                &format!("wasm:{}", options.wasm_log),
+                &format!("wasm:{0},dynamic_modules:{0}", options.wafer_log),
             ])
             .args(&options.extra_args)
+            .envs(options.env.iter().map(|(k, v)| (k, v)))
             .arg("--admin-address-path")
             .arg(&admin_path)
             .stdin(Stdio::null())

@@ -1,12 +1,14 @@
 //! `crs-regression`: the OWASP CRS regression suite through a real Envoy with wafer.
 //!
 //! ```text
-//! crs-regression [--tests DIR] [--overrides FILE] [--filter REGEX] [-v] [--min-pass N]
-//! crs-regression --blocking-sample K [--min-percent P] [--filter REGEX] [-v]
+//! crs-regression [--build wasm|native] [--tests DIR] [--overrides FILE] [--filter REGEX] [-v] [--min-pass N]
+//! crs-regression [--build wasm|native] --blocking-sample K [--min-percent P] [--filter REGEX] [-v]
 //! ```
 //!
-//! Paths come from the environment like the end-to-end tests: `WAFER_ENVOY`, `WAFER_WASM`,
-//! `CRS_DIR` (the CRS checkout; tests under `tests/regression/tests`, rules under `rules/`).
+//! `--build` picks the module Envoy loads (default `wasm`: `target/wafer.wasm`; `native`:
+//! `target/libwafer.so`); both must pass the same bars. Paths come from the environment like
+//! the end-to-end tests: `WAFER_ENVOY`, `WAFER_WASM`, `WAFER_NATIVE`, `CRS_DIR` (the CRS
+//! checkout; tests under `tests/regression/tests`, rules under `rules/`).
 //!
 //! The main run prints each failure with its test id, a line with the overridden tests
 //! (`tests/crs-overrides.yaml`, counted apart and never as passed), and ends with
@@ -32,12 +34,13 @@ use std::sync::Arc;
 use wafer_cli::crs::ftw::{self, Test};
 use wafer_cli::crs::{check, native, test_setup_json};
 use wafer_tests::crs::{self, blocking_config, load_overrides, run_test, Expect, Outcome, Rig, BLOCKING_SETUP, ENVOY_GONE};
-use wafer_tests::envoy::Setup;
+use wafer_tests::envoy::{Build, Setup};
 
 const DEFAULT_MIN_PASS: usize = 4953;
 const DEFAULT_MIN_PERCENT: f64 = 95.0;
 
 struct Args {
+    build: Build,
     tests: PathBuf,
     rules: PathBuf,
     overrides: PathBuf,
@@ -53,6 +56,7 @@ fn parse_args() -> Result<Args, String> {
     let mut tests = crs_dir.as_ref().map(|d| d.join("tests/regression/tests"));
     let rules = crs_dir.as_ref().map(|d| d.join("rules"));
     let mut args = Args {
+        build: Build::Wasm,
         tests: PathBuf::new(),
         rules: rules.unwrap_or_default(),
         overrides: PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/crs-overrides.yaml")),
@@ -66,6 +70,13 @@ fn parse_args() -> Result<Args, String> {
     while let Some(a) = it.next() {
         let mut value = |name: &str| it.next().ok_or(format!("{name} needs a value"));
         match a.as_str() {
+            "--build" => {
+                args.build = match value("--build")?.as_str() {
+                    "wasm" => Build::Wasm,
+                    "native" => Build::Native,
+                    other => return Err(format!("--build: {other} (wasm or native)")),
+                }
+            }
             "--tests" => tests = Some(PathBuf::from(value("--tests")?)),
             "--overrides" => args.overrides = PathBuf::from(value("--overrides")?),
             "--filter" => args.filter = Some(regex::Regex::new(&value("--filter")?).map_err(|e| e.to_string())?),
@@ -121,7 +132,8 @@ fn regression(args: &Args) -> Result<bool, String> {
         return Err(format!("{}: no test {}", args.overrides.display(), o.test));
     }
     let selected = selected(args, &tests);
-    let mut rig = Rig::start(&setup, "crs", &test_setup_json());
+    eprintln!("crs-regression: the {} build", args.build.name());
+    let mut rig = Rig::start(&setup, args.build, "crs", &test_setup_json());
     rig.verbose = args.verbose;
     let (mut passed, mut failed) = (0usize, 0usize);
     let mut overridden: Vec<String> = Vec::new();
@@ -217,7 +229,8 @@ fn blocking(args: &Args) -> Result<bool, String> {
     // from a difference made by Envoy or the adapter.
     // Compiled at the first failure only.
     let mut engine: Option<Arc<wafer::Ruleset>> = None;
-    let rig = Rig::start(&setup, "crs-blocking", &blocking_config());
+    eprintln!("crs-regression: the {} build, blocking sample", args.build.name());
+    let rig = Rig::start(&setup, args.build, "crs-blocking", &blocking_config());
     let mut failures = Vec::new();
     // Attacks must get 403. Negatives must not be blocked: the upstream's 200, or (as in go-ftw's
     // cloud mode) 404/405, which Envoy answers itself for `OPTIONS *` (absolute_path_rejected).
