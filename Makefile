@@ -200,16 +200,16 @@ bench-tools:
 	  $(BENCH_VENV)/bin/pip install --quiet matplotlib; \
 	fi
 
-bench: tools wasm bench-tools
+bench: tools wasm native bench-tools
 	$(BENCH_RUN) --mode full
 
-bench-quick: tools wasm bench-tools
+bench-quick: tools wasm native bench-tools
 	$(BENCH_RUN) --mode quick
 
 # make bench's tiers and shapes (GET, GET with new values, mixed GETs, 1 KB POST) counted in instructions per
 # request under callgrind, against vanilla Envoy's (~5 min): ratios the host's noise cannot move.
 # Writes bench/results/<date>-instructions.md / .json.
-bench-instructions: tools wasm bench-tools
+bench-instructions: tools wasm native bench-tools
 	python3 bench/instruction_table.py
 
 # Envoy's start-up and memory by what its module holds (~1.5 min): vanilla Envoy, the empty filter, a
@@ -217,7 +217,7 @@ bench-instructions: tools wasm bench-tools
 # aho-corasick (nothing of wafer), wafer with no rules and with the CRS. Writes
 # bench/results/<date>-floor.md.
 .PHONY: bench-floor
-bench-floor: tools wasm
+bench-floor: tools wasm native
 	python3 bench/floor.py
 
 # Criterion micro-benchmarks of the native engine (bench/benches/engine.rs): CRS PL1 compile,

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""`make bench-floor`: what Envoy's start-up and memory cost for a proxy-wasm module, by what it holds.
+"""`make bench-floor`: what Envoy's start-up and memory cost for a proxy-wasm module, by what it holds
+(and for wafer's dynamic module, which V8 does not compile).
 
 The issue's start-up and memory bars (Envoy ready in 1 s with the full CRS; its RSS at most 32 MiB
 over vanilla Envoy's) price the module Envoy loads, not only the rules. This runs, one after the
@@ -8,7 +9,8 @@ other, Envoy (--concurrency 1, pinned to SUT_CPU, as `make bench`) with:
   vanilla Envoy; the empty proxy-wasm filter (bench/conf/minimal-filter.wat); the reference
   filter of bench/floor/ built three ways (the standard library alone, + aho-corasick,
   + regex and aho-corasick: the crates a WAF's matcher is built on, with wafer's features,
-  and nothing of wafer); wafer with no rules; wafer with the full CRS (as `make bench`).
+  and nothing of wafer); wafer with no rules; wafer with the full CRS (as `make bench`); the same
+  two as the dynamic module (target/libwafer.so, `make native`).
 
 For each, READY_RUNS starts (default 3): seconds until the admin /ready says LIVE, then one benign
 GET (must be the upstream's 200) and one GET whose User-Agent is a scanner's (must be 403 where the
@@ -16,9 +18,9 @@ filter has patterns or the CRS, 200 elsewhere), two seconds idle, then Envoy's R
 allocator's numbers (admin /memory: allocated, heap, free pages, caches). Medians are reported,
 with RSS and heap against vanilla Envoy's. Writes bench/results/<date>-floor.md (RESULTS_DIR).
 
-Stdlib only; run from the repository root after `make tools wasm` (the Makefile does).
-Environment: READY_RUNS (3), SUT_CPU (0), PORT_BASE (29500), ENVOY_BIN, WASM, RESULTS_DIR,
-FLOOR_TARGET_DIR (target/floor).
+Stdlib only; run from the repository root after `make tools wasm native` (the Makefile does).
+Environment: READY_RUNS (3), SUT_CPU (0), PORT_BASE (29500), ENVOY_BIN, WASM, NATIVE, RESULTS_DIR,
+FLOOR_TARGET_DIR (target/floor), TARGETS (a comma list of the names below, to run a subset).
 """
 import datetime
 import http.server
@@ -48,8 +50,9 @@ FLOOR_PATTERNS = "(?i)union\\s+select\n<script\nsqlmap\n"
 SCANNER_UA = "sqlmap/1.7.2#stable (https://sqlmap.org)"
 NO_RULES = wafer_config(["SecRuleEngine On"])
 
-# name, label, module (None: no filter; "minimal"; "floor:<features>"; "wafer"), plugin
-# configuration (a string as is, else JSON), whether the scanner's request is refused
+# name, label, module (None: no filter; "minimal"; "floor:<features>"; "wafer"; "native": the
+# dynamic module), plugin configuration (a string as is, else JSON), whether the scanner's request
+# is refused
 TARGETS = [
     ("vanilla", "vanilla Envoy", None, None, False),
     ("empty-filter", "empty proxy-wasm filter (WAT)", "minimal", "", False),
@@ -58,7 +61,10 @@ TARGETS = [
     ("rust-regex", "Rust filter + regex + aho-corasick", "floor:regex", FLOOR_PATTERNS, True),
     ("wafer-none", "wafer, no rules", "wafer", NO_RULES, False),
     ("wafer-crs", "wafer, CRS PL1", "wafer", wafer_config(CRS_PL1), True),
+    ("native-none", "wafer native (dynamic module), no rules", "native", NO_RULES, False),
+    ("native-crs", "wafer native (dynamic module), CRS PL1", "native", wafer_config(CRS_PL1), True),
 ]
+TARGETS = [t for t in TARGETS if t[0] == "vanilla" or t[0] in os.environ.get("TARGETS", ",".join(t[0] for t in TARGETS)).split(",")]
 
 
 def log(msg):
@@ -108,6 +114,7 @@ class Floor:
             if not port_free(p):
                 raise SystemExit(f"[floor] port {p} is in use (PORT_BASE)")
         self.wasm = os.environ.get("WASM", os.path.join(REPO, "target", "wafer.wasm"))
+        self.native = os.path.abspath(os.environ.get("NATIVE", os.path.join(REPO, "target", "libwafer.so")))
         self.target_dir = os.environ.get("FLOOR_TARGET_DIR", os.path.join(REPO, "target", "floor"))
         self.run_dir = os.path.join(self.target_dir, "run")
         os.makedirs(self.run_dir, exist_ok=True)
@@ -117,6 +124,8 @@ class Floor:
         if kind not in self.modules:
             if kind == "wafer":
                 self.modules[kind] = self.wasm
+            elif kind == "native":
+                self.modules[kind] = self.native
             elif kind == "minimal":
                 out = os.path.join(self.target_dir, "minimal-filter.wasm")
                 subprocess.run(["wasm-opt", os.path.join(HERE, "conf", "minimal-filter.wat"), "-o", out], check=True,
@@ -128,7 +137,9 @@ class Floor:
 
     def config(self, kind, plugin):
         wasm_filter = ""
-        if kind is not None:
+        if kind == "native":
+            wasm_filter = render_template("native-filter.yaml", PLUGIN_CONFIG=json.dumps(json.dumps(plugin)), NATIVE=self.module(kind)).rstrip("\n")
+        elif kind is not None:
             value = plugin if isinstance(plugin, str) else json.dumps(plugin)
             wasm_filter = render_template("wasm-filter.yaml", PLUGIN_CONFIG=json.dumps(value), WASM=self.module(kind)).rstrip("\n")
         path = os.path.join(self.run_dir, "envoy.yaml")
@@ -173,7 +184,9 @@ class Floor:
         cell["ready_runs"] = [round(r["ready"], 3) for r in runs]
         if kind is not None:
             path = self.module(kind)
-            cell["module_bytes"], cell["code_bytes"] = os.path.getsize(path), code_bytes(path)
+            cell["module_bytes"] = os.path.getsize(path)
+            if kind != "native":
+                cell["code_bytes"] = code_bytes(path)
         log(f"{label}: ready {cell['ready']:.3f} s, RSS {cell['rss']:.1f} MiB, heap {cell['heap']:.1f} MiB")
         return cell
 

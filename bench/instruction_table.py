@@ -27,7 +27,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 import run  # noqa: E402  (the tiers' plugin configurations and the bars, as make bench has them)
 
-TARGETS = ["envoy", "wafer-headers-only", "wafer-targeted", "wafer-crs-pl1"]
+TARGETS = ["envoy", "wafer-headers-only", "wafer-targeted", "wafer-crs-pl1", "wafer-native-crs-pl1"]
 SHAPES = [("get", "GET"), ("get-varied", "GET, new values"), ("get-mixed", "GETs, 4 in turn"), ("post1k", "POST 1 KB")]
 LINE = re.compile(r": ([\d.]+) K instructions per request \((.*)\)$")
 
@@ -55,6 +55,7 @@ def count(wasm, config, shape, n, c, port_base):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--wasm", default=os.path.join(ROOT, "target", "wafer.wasm"))
+    ap.add_argument("--native", default=os.path.join(ROOT, "target", "libwafer.so"), help="the dynamic module (make native)")
     ap.add_argument("--n", type=int, default=1000, help="requests counted per cell")
     ap.add_argument("-c", type=int, default=64, help="connections (make bench's load: 64)")
     ap.add_argument("--out", help="output path without extension (default bench/results/<date>-instructions)")
@@ -65,7 +66,8 @@ def main():
     t0 = time.time()
     results = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-        futures = {pool.submit(count, a.wasm, configs[t], s, a.n, a.c, 29600 + 10 * i): (t, s) for i, (t, s) in enumerate(cells)}
+        futures = {pool.submit(count, a.native if t in run.NATIVE else a.wasm, configs[t], s, a.n, a.c, 29600 + 10 * i): (t, s)
+                   for i, (t, s) in enumerate(cells)}
         for fut in concurrent.futures.as_completed(futures):
             t, s = futures[fut]
             results[(t, s)] = fut.result()
@@ -87,7 +89,8 @@ def main():
          f"served on {a.c} connections at once (after 50 uncounted; `bench/instructions.py`); every response the upstream's 200. "
          "Requests and configurations are `make bench`'s (tiers from `bench/run.py`); \"GETs, 4 in turn\": the GET in turn "
          "with `/healthz`, `/readyz` and `/api/v1/status`, each the same every time, as probes and polls repeat. Counted in Envoy's binary (with V8), "
-         "in code without a file (the module compiled by V8, its wrappers), in libc. Runtime "
+         "in the module (code without a file: the wasm module compiled by V8, its wrappers; libwafer.so for the dynamic "
+         "module), in libc. Runtime "
          f"{time.time() - t0:.0f} s.", "",
          "## Instructions per request (K; % of vanilla Envoy's for the same shape: vanilla / target)", "",
          "| target | " + " | ".join(l for _, l in SHAPES) + " |", "|---|" + "---:|" * len(SHAPES)]
@@ -105,6 +108,10 @@ def main():
         if kind == "ratio" and (target, shape) in results:
             r = results[("envoy", shape)][0] / results[(target, shape)][0]
             L.append(f"| {desc.replace('req/s', 'instructions')} | {100 * r:.1f}% | >= {100 * limit:.0f}% |")
+        if kind == "vs_wasm" and (target, shape) in results and (run.NATIVE[target], shape) in results:
+            # Throughput by instructions: the wasm module's count over the native one's.
+            r = results[(run.NATIVE[target], shape)][0] / results[(target, shape)][0]
+            L.append(f"| {desc.replace('req/s', 'instructions, wasm / native')} | {r:.2f}x | >= {limit:.2f}x |")
     os.makedirs(os.path.dirname(out), exist_ok=True)
     with open(out + ".md", "w") as f:
         f.write("\n".join(L) + "\n")

@@ -3,6 +3,7 @@
 compiled wasm) under valgrind's callgrind, counting only while N requests are served.
 
     python3 bench/instructions.py --wasm target/wafer.wasm --config CONFIG.json [--shape get|get-varied|post1k] [-n 1000] [-c 1]
+    python3 bench/instructions.py --wasm target/libwafer.so --config CONFIG.json   # the dynamic module
     python3 bench/instructions.py --wasm none            # vanilla Envoy
 
 CPU time on a shared machine moves by +-20% between runs; instruction counts do not (a few
@@ -16,7 +17,8 @@ this script) one at a time on one keep-alive connection, or with `-c N` on N con
 transactions in flight then overlap, as in a busy proxy). Every response must be the upstream's 200. The upstream is a
 second Envoy (not counted) answering a 180-byte `text/html` page, like `make bench`'s origin.
 Prints instructions per request: in Envoy's binary (which includes V8 and its builtins), in
-code without a file (the module's code compiled by V8), in libc, and in total.
+the module (code without a file: the wasm module's code compiled by V8; or libwafer.so, the
+dynamic module), in libc, and in total.
 Needs valgrind, oha and the envoy command (`make tools bench-tools`); takes ~1 min per run.
 """
 import argparse
@@ -181,6 +183,8 @@ def by_object(path):
             part = "module" if a and int(a.group(1), 16) >= 1 << 32 else "envoy"
         elif obj.endswith("/envoy"):
             part = "envoy"
+        elif obj.endswith("libwafer.so"):
+            part = "module"
         elif "libc.so" in obj:
             part = "libc"
         else:
@@ -193,7 +197,7 @@ def by_object(path):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--wasm", required=True, help="wafer.wasm, or none for vanilla Envoy")
+    ap.add_argument("--wasm", required=True, help="wafer.wasm, libwafer.so (the dynamic module), or none for vanilla Envoy")
     ap.add_argument("--config", help="the plugin configuration (JSON file; a JSON string is passed as it is, e.g. to bench/conf/minimal-filter.wat)")
     ap.add_argument("--shape", choices=["get", "get-varied", "get-mixed", "post1k"], default="get")
     ap.add_argument("-n", type=int, default=1000, help="requests counted")
@@ -212,7 +216,11 @@ def main():
     up_port, port, admin = a.port_base, a.port_base + 1, a.port_base + 2
     tmpl = open(os.path.join(ROOT, "bench", "conf", "envoy.yaml")).read()
     filt = ""
-    if a.wasm != "none":
+    if a.wasm.endswith(".so"):
+        cfg = json.load(open(a.config)) if a.config else {}
+        filt = open(os.path.join(ROOT, "bench", "conf", "native-filter.yaml")).read().rstrip("\n")
+        filt = filt.replace("@PLUGIN_CONFIG@", json.dumps(cfg if isinstance(cfg, str) else json.dumps(cfg))).replace("@NATIVE@", os.path.abspath(a.wasm))
+    elif a.wasm != "none":
         cfg = json.load(open(a.config)) if a.config else {}
         filt = open(os.path.join(ROOT, "bench", "conf", "wasm-filter.yaml")).read().rstrip("\n")
         filt = filt.replace("@PLUGIN_CONFIG@", json.dumps(cfg if isinstance(cfg, str) else json.dumps(cfg))).replace("@WASM@", os.path.abspath(a.wasm))

@@ -196,6 +196,10 @@ ALL_TARGETS = [
     # The same module with V8's compiled code for this Envoy (scripts/precompile.py) and the filter's
     # `allow_precompiled: true`: start-up and idle memory only (the code that runs is the same).
     ("wafer-crs-pl1-precompiled", "wafer CRS PL1, precompiled", "envoy", wafer_config(CRS_PL1)),
+    # The dynamic module (target/libwafer.so, bench/conf/native-filter.yaml): the same engine and
+    # configuration, native code in Envoy's process.
+    ("wafer-native-targeted", "wafer native @targeted", "envoy", wafer_config(["Include @targeted"])),
+    ("wafer-native-crs-pl1", "wafer native CRS PL1", "envoy", wafer_config(CRS_PL1)),
     # The floor of a proxy-wasm filter (bench/conf/minimal-filter.wat; the plugin configuration is the
     # filter's string): no host call at all, the ceiling a WAF's throughput is measured against.
     ("empty-filter", "empty proxy-wasm filter", "envoy", ""),
@@ -213,6 +217,8 @@ MINIMAL = {"empty-filter", "headers-filter"}
 # The fixed-rate cells run in turns with vanilla Envoy's (the added-p99 bar's shape); the others once.
 PAIRED_RATE_SHAPES = {"get"}
 PRECOMPILED = {"wafer-crs-pl1-precompiled"}
+# Dynamic-module targets and the wasm target each is compared with (bar kind "vs_wasm").
+NATIVE = {"wafer-native-targeted": "wafer-targeted", "wafer-native-crs-pl1": "wafer-crs-pl1"}
 
 # name, label, body file (None: GET)
 ALL_SHAPES = [("get", "GET", None), ("get-varied", "GET, new values", None), ("post1k", "POST 1 KB", "peers:body-1k.json"),
@@ -225,19 +231,21 @@ MODES = {
                  shapes=[s[0] for s in ALL_SHAPES],
                  rate_shapes=["get", "post1k", "post10k", "post50k"], duration=8, warmup=2, rate_duration=12,
                  ready_runs=3, budget=1500, retries=2, worker_duration=5),
-    "quick": dict(targets=["envoy", "empty-filter", "wafer-headers-only", "wafer-targeted", "wafer-crs-pl1", "wafer-crs-pl1-precompiled"],
+    "quick": dict(targets=["envoy", "empty-filter", "wafer-headers-only", "wafer-targeted", "wafer-crs-pl1", "wafer-crs-pl1-precompiled",
+                           "wafer-native-crs-pl1"],
                   shapes=["get", "get-varied", "post1k"], rate_shapes=["get"], duration=6, warmup=1, rate_duration=6,
                   ready_runs=1, budget=230, retries=1, worker_duration=3),
 }
 
 # Per-worker memory: these targets are started again at --concurrency 1 and 2 (own ports).
-WORKER_TARGETS = ["envoy", "wafer-crs-pl1"]
+WORKER_TARGETS = ["envoy", "wafer-crs-pl1", "wafer-native-crs-pl1"]
 WORKER_NAME = "{}-workers"
 
 # The issue's bars: (id, description, target, shape, kind, limit)
 #   kind ratio: req/s of target / vanilla Envoy >= limit; p99: added p99 (ms) <= limit;
 #   rss: RSS after load minus vanilla's (MiB) <= limit; rss_worker: RSS at --concurrency 2 minus at 1
-#   (MiB); ready: seconds <= limit; wasm: bytes <= limit
+#   (MiB); ready: seconds <= limit; wasm: bytes <= limit; vs_wasm: req/s of a native target / its
+#   wasm target's (NATIVE), each against vanilla Envoy, >= limit
 BARS = [
     ("crs-get", "full CRS PL1, GET req/s vs Envoy", "wafer-crs-pl1", "get", "ratio", 0.50),
     ("crs-1k", "full CRS PL1, 1 KB JSON req/s vs Envoy", "wafer-crs-pl1", "post1k", "ratio", 0.35),
@@ -259,6 +267,14 @@ BARS = [
     ("crs-ready-precompiled", "precompiled module: Envoy ready with full CRS PL1 (s)", "wafer-crs-pl1-precompiled", None,
      "ready", 1.0),
     ("wasm-size", "target/wafer.wasm size (bytes, 4 MB = 4,000,000)", None, None, "wasm", 4_000_000),
+    ("native-crs-rss", "native module + full CRS PL1: Envoy RSS minus vanilla, after the load (MiB)", "wafer-native-crs-pl1",
+     None, "rss", 16),
+    ("native-crs-rss-idle", "the same, idle after start (MiB)", "wafer-native-crs-pl1", None, "rss_idle", 16),
+    ("native-crs-ready", "native module: Envoy ready with full CRS PL1 (s)", "wafer-native-crs-pl1", None, "ready", 0.3),
+    ("native-crs-get", "native / wasm module, full CRS PL1, GET req/s", "wafer-native-crs-pl1", "get", "vs_wasm", 1.5),
+    ("native-crs-varied", "native / wasm module, full CRS PL1, GET with new values req/s", "wafer-native-crs-pl1", "get-varied",
+     "vs_wasm", 1.5),
+    ("native-crs-1k", "native / wasm module, full CRS PL1, 1 KB JSON req/s", "wafer-native-crs-pl1", "post1k", "vs_wasm", 1.5),
 ]
 
 
@@ -539,6 +555,7 @@ class Bench:
         self.crs_dir = os.path.abspath(env("CRS_DIR", os.path.join(REPO, "..", "shared", "coreruleset")))
         self.peers_dir = os.path.abspath(env("PEERS_DIR", os.path.join(REPO, "..", "shared", "peers")))
         self.wasm = os.path.abspath(env("WASM", os.path.join(REPO, "target", "wafer.wasm")))
+        self.native = os.path.abspath(env("NATIVE", os.path.join(REPO, "target", "libwafer.so")))
         self.envoy_bin = self.find_envoy()
         self.run_dir = os.path.join(REPO, "target", "bench-run")
         self.results_dir = os.path.abspath(env("RESULTS_DIR", os.path.join(HERE, "results")))
@@ -566,6 +583,8 @@ class Bench:
             problems.append(f"envoy not found at {self.envoy_bin} (make tools)")
         if not os.path.isfile(self.wasm):
             problems.append(f"{self.wasm} missing (make wasm)")
+        if any(t[0] in NATIVE for t in self.targets) and not os.path.isfile(self.native):
+            problems.append(f"{self.native} missing (make native)")
         if not os.path.isfile("/usr/lib/nginx/modules/ngx_http_modsecurity_module.so"):
             problems.append("libnginx-mod-http-modsecurity missing (make bench-tools)")
         if not os.path.isfile(os.path.join(self.crs_dir, "crs-setup.conf.example")):
@@ -587,6 +606,10 @@ class Bench:
         self.wasm_src = self.wasm
         self.wasm = os.path.join(self.run_dir, "wafer.wasm")
         shutil.copyfile(self.wasm_src, self.wasm)
+        if any(t[0] in NATIVE for t in self.targets):
+            self.native_src = self.native
+            self.native = os.path.join(self.run_dir, "libwafer.so")
+            shutil.copyfile(self.native_src, self.native)
         self.wasm_precompiled = None
         self.minimal_wasm = None
         if any(t[0] in MINIMAL for t in self.targets):
@@ -700,7 +723,11 @@ class Bench:
     def envoy_conf(self, name, plugin):
         port, admin = self.ports[name]
         wasm_filter = ""
-        if plugin is not None:
+        if name.removesuffix("-workers") in NATIVE:
+            wasm_filter = self.render("native-filter.yaml", os.path.join(self.run_dir, f"{name}-filter.yaml"),
+                                      PLUGIN_CONFIG=json.dumps(json.dumps(plugin)), NATIVE=self.native)
+            wasm_filter = open(wasm_filter).read().rstrip("\n")
+        elif plugin is not None:
             pre = name in PRECOMPILED
             wasm = self.wasm_precompiled if pre else self.minimal_wasm if name in MINIMAL else self.wasm
             wasm_filter = self.render("wasm-filter.yaml", os.path.join(self.run_dir, f"{name}-filter.yaml"),
@@ -810,7 +837,7 @@ class Bench:
         except OSError:
             return []
         if kind == "envoy":
-            return [l for l in lines if "wasm" in l or "wafer" in l]
+            return [l for l in lines if "wasm" in l or "wafer" in l or "dynamic_modules" in l]
         return [l for l in lines if "ModSecurity" in l]
 
     def snapshot(self, name, kind, p):
@@ -886,11 +913,12 @@ class Bench:
             for c in ("1xx", "3xx", "4xx", "5xx"):
                 if delta(f"http.ingress.downstream_rq_{c}"):
                     problems.append(f"Envoy downstream_rq_{c} +{delta(f'http.ingress.downstream_rq_{c}')}")
+            ns = "dynamicmodulescustom" if name.removesuffix("-workers") in NATIVE else "wasmcustom"
             for c in ("interruptions", "errors"):
-                if delta(f"wasmcustom.wafer.{c}"):
-                    problems.append(f"wafer {c} +{delta(f'wasmcustom.wafer.{c}')}")
+                if delta(f"{ns}.wafer.{c}"):
+                    problems.append(f"wafer {c} +{delta(f'{ns}.wafer.{c}')}")
             m["envoy_2xx"] = delta("http.ingress.downstream_rq_2xx")
-            m["wafer_transactions"] = delta("wasmcustom.wafer.transactions")
+            m["wafer_transactions"] = delta(f"{ns}.wafer.transactions")
         lines = self.rule_log_lines(name, kind, a["log"])
         denied = [l for l in lines if "Access denied" in l or "interrupted" in l]
         if denied:
@@ -1359,7 +1387,13 @@ class Bench:
                 measured = statistics.median(rs) if rs else None
             elif kind == "wasm":
                 measured = self.meta["wasm_bytes"]
-            ok = None if measured is None else (measured >= limit if kind == "ratio" else measured <= limit)
+            elif kind == "vs_wasm":
+                n, w = ratio(self.cells, target, shape)[0], ratio(self.cells, NATIVE[target], shape)[0]
+                if n is not None and w:
+                    measured = n / w
+                else:
+                    note = "INVALID or missing cell"
+            ok = None if measured is None else (measured >= limit if kind in ("ratio", "vs_wasm") else measured <= limit)
             out.append({"id": bid, "desc": desc.replace("RATE", str(self.rate)), "kind": kind, "limit": limit,
                         "measured": measured, "result": "PASS" if ok else ("FAIL" if ok is False else "n/a"),
                         "note": note})
