@@ -13,25 +13,16 @@
 //! Envoy keeps each module it fetched and checked in `$TMPDIR` (see [`fresh_cache`]).
 
 use std::fs;
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use wafer_tests::client::{self, Request};
 use wafer_tests::envoy::{admin_get, bootstrap, tier_config, Build, Envoy, Options, Setup, TempDir};
-use wafer_tests::registry::{run, FileServer};
+use wafer_tests::registry::{self, sha256_hex, FileServer};
 use wafer_tests::upstream::Upstream;
 
 const SQLI: &str = "/?id=1%27%20or%201=1--";
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
 
-fn sha256_hex(path: &Path) -> String {
-    let out = run(Command::new("sha256sum").arg(path), Duration::from_secs(60)).unwrap_or_else(|e| panic!("{e}"));
-    out.split_whitespace().next().unwrap_or_default().to_string()
-}
 
 #[test]
 fn loads_by_name_from_the_search_path_with_envoys_abi_version() {
@@ -65,20 +56,7 @@ fn fresh_cache(dir: &TempDir) -> Options {
 /// `envoy-dynamic/examples/remote/envoy.yaml` on the kernel's ports, fetching from `server`,
 /// with `sha256`.
 fn remote_example(server: &FileServer, upstream: &Upstream, sha256: &str) -> String {
-    let text = fs::read_to_string(repo().join("envoy-dynamic/examples/remote/envoy.yaml")).expect("read the example");
-    let mut out = text;
-    for (from, to) in [
-        ("port_value: 9901", "port_value: 0".to_string()),
-        ("port_value: 8080", "port_value: 0".to_string()),
-        ("port_value: 3000", format!("port_value: {}", upstream.addr().port())),
-        ("port_value: 8000", format!("port_value: {}", server.addr().port())),
-        ("127.0.0.1:8000", server.addr().to_string()),
-        ("SHA256_OF_LIBWAFER_SO", format!("\"{sha256}\"")),
-    ] {
-        assert!(out.contains(from), "the example no longer has {from:?}");
-        out = out.replace(from, &to);
-    }
-    out
+    registry::remote_example("envoy-dynamic/examples/remote/envoy.yaml", "SHA256_OF_LIBWAFER_SO", server, upstream, sha256)
 }
 
 #[test]

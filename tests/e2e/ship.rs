@@ -20,7 +20,7 @@ use serde_json::Value;
 use wafer_tests::client::{self, Request};
 use wafer_tests::envoy::{admin_get, bootstrap, Build, Envoy, Module, Options, Setup, TempDir};
 use wafer_tests::openapi::{crd_path, documents, Crd};
-use wafer_tests::registry::{run, tool, FileServer, Registry};
+use wafer_tests::registry::{self, run, sha256_hex, tool, FileServer, Registry};
 use wafer_tests::upstream::Upstream;
 
 const SQLI: &str = "/?id=1%27%20or%201=1--";
@@ -49,10 +49,6 @@ fn skopeo(args: &[&str]) -> String {
     run(Command::new(tool("skopeo")).args(args), CMD).unwrap_or_else(|e| panic!("{e} (run `make tools`)"))
 }
 
-fn sha256_hex(path: &Path) -> String {
-    let out = run(Command::new("sha256sum").arg(path), CMD).unwrap_or_else(|e| panic!("{e}"));
-    out.split_whitespace().next().unwrap_or_default().to_string()
-}
 
 fn crate_version() -> &'static str {
     env!("CARGO_PKG_VERSION")
@@ -328,20 +324,7 @@ fn oci_image_is_reproducible_from_the_module() {
 
 /// `envoy-wasm/examples/remote-fetch/envoy.yaml` with its addresses on free loopback ports.
 fn remote_example(server: &FileServer, upstream: &Upstream, sha256: &str) -> String {
-    let text = fs::read_to_string(repo().join("envoy-wasm/examples/remote-fetch/envoy.yaml")).expect("read the example");
-    let mut out = text;
-    for (from, to) in [
-        ("port_value: 9901", "port_value: 0".to_string()),
-        ("port_value: 8080", "port_value: 0".to_string()),
-        ("port_value: 3000", format!("port_value: {}", upstream.addr().port())),
-        ("port_value: 8000", format!("port_value: {}", server.addr().port())),
-        ("127.0.0.1:8000", server.addr().to_string()),
-        ("SHA256_OF_WAFER_WASM", format!("\"{sha256}\"")),
-    ] {
-        assert!(out.contains(from), "the example no longer has {from:?}");
-        out = out.replace(from, &to);
-    }
-    out
+    registry::remote_example("envoy-wasm/examples/remote-fetch/envoy.yaml", "SHA256_OF_WAFER_WASM", server, upstream, sha256)
 }
 
 #[test]

@@ -225,6 +225,17 @@ static_resources:
     )
 }
 
+/// `text` (an example configuration) with each `from` replaced by its `to`; panics when the text
+/// no longer has one of them (the example changed under the test).
+pub fn substituted(text: &str, subs: &[(&str, String)]) -> String {
+    let mut out = text.to_string();
+    for (from, to) in subs {
+        assert!(out.contains(from), "the example no longer has {from:?}");
+        out = out.replace(from, to);
+    }
+    out
+}
+
 /// A per-test scratch directory.
 pub struct TempDir {
     path: PathBuf,

@@ -117,6 +117,12 @@ pub fn tool(name: &str) -> PathBuf {
     PathBuf::from(name)
 }
 
+/// The sha256 of a file, in hex (`sha256sum`).
+pub fn sha256_hex(path: &std::path::Path) -> String {
+    let out = run(Command::new("sha256sum").arg(path), Duration::from_secs(60)).unwrap_or_else(|e| panic!("{e}"));
+    out.split_whitespace().next().unwrap_or_default().to_string()
+}
+
 /// Runs a command to completion (bounded by `timeout`), returning stdout; an error carries
 /// the command line and its stderr.
 pub fn run(cmd: &mut Command, timeout: Duration) -> Result<String, String> {
@@ -221,4 +227,23 @@ fn serve_file(stream: TcpStream, path: &str, body: &[u8], hits: &AtomicUsize) ->
         }
         out.flush()?;
     }
+}
+
+/// An example bootstrap that fetches its module (`example`, relative to the repository) on the
+/// kernel's ports: admin and listener on port 0, the backend at `upstream`, the module from
+/// `server`, checked against `sha256` (written where the example has `placeholder`).
+pub fn remote_example(example: &str, placeholder: &str, server: &FileServer, upstream: &crate::upstream::Upstream, sha256: &str) -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(example);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    crate::envoy::substituted(
+        &text,
+        &[
+            ("port_value: 9901", "port_value: 0".to_string()),
+            ("port_value: 8080", "port_value: 0".to_string()),
+            ("port_value: 3000", format!("port_value: {}", upstream.addr().port())),
+            ("port_value: 8000", format!("port_value: {}", server.addr().port())),
+            ("127.0.0.1:8000", server.addr().to_string()),
+            (placeholder, format!("\"{sha256}\"")),
+        ],
+    )
 }
