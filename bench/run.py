@@ -31,7 +31,7 @@ vanilla Envoy's), RATE_CONNS (16), READY_RUNS (3 / 1),
 WORKER_DURATION (5 / 3 s: the GET load of the per-worker memory runs, --concurrency 1 and 2),
 TIME_BUDGET (1500 / 230 s: its slack beyond the planned work goes to waiting for a quiet machine and
 re-measuring noisy cells), RETRIES (2 / 1 re-runs of a noisy cell), QUIET_MAX (10 % of a CPU),
-SUT_CPU (0), AUX_CPU (1), PORT_BASE (28080), ENVOY_BIN, WASM, CRS_DIR, PEERS_DIR (../shared/peers),
+SUT_CPU (0), AUX_CPU (1), PORT_BASE (28080), ENVOY_BIN, WASM, NATIVE, CRS_DIR, PEERS_DIR (../shared/peers),
 BENCH_PYTHON (python with matplotlib for the chart), RESULTS_DIR (bench/results),
 TARGETS / SHAPES (comma lists of names, to run a subset).
 """
@@ -1640,11 +1640,14 @@ def markdown(d, png):
             ms = f"{100 * m:.1f}%"
         elif k == "wasm":
             ms = f"{m:,}"
+        elif k == "vs_wasm":
+            ms = f"{m:.2f}x"
         else:
             ms = f"{m:.1f}" if k.startswith("rss") else f"{m:.3f}"
         lim = {"ratio": f">= {100 * b['limit']:.0f}%", "p99": f"<= {b['limit']} ms", "rss": f"<= {b['limit']} MiB",
                "ready": f"<= {b['limit']} s", "wasm": f"<= {b['limit']:,}", "rss_get": f"<= {b['limit']} MiB",
-               "rss_idle": f"<= {b['limit']} MiB", "rss_worker": f"<= {b['limit']} MiB"}[k]
+               "rss_idle": f"<= {b['limit']} MiB", "rss_worker": f"<= {b['limit']} MiB",
+               "vs_wasm": f">= {b['limit']}x"}[k]
         L.append(f"| {b['desc']} | {ms} | {lim} | **{b['result']}**{straddle(b, d['cells'])} |")
     L.append("")
     for t, what in (("empty-filter", "The ceiling in this run (the issue: an empty proxy-wasm filter measures ~85% "

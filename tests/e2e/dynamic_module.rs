@@ -22,8 +22,6 @@ use wafer_tests::upstream::Upstream;
 
 const SQLI: &str = "/?id=1%27%20or%201=1--";
 
-
-
 #[test]
 fn loads_by_name_from_the_search_path_with_envoys_abi_version() {
     let setup = Setup::from_env();
