@@ -8,6 +8,7 @@ the issue's bars for the full CRS PL1. Right: p99 latency at the fixed rate.
 """
 import json
 import sys
+import textwrap
 
 import matplotlib
 
@@ -66,7 +67,7 @@ def main(src, out):
     ticks = []
     for s in shapes:
         v = cell("envoy", s, "max")
-        ticks.append(slabels[s] + (f"\nvanilla Envoy: {v['rps']:,.0f} req/s" if v and v["valid"] else ""))
+        ticks.append(textwrap.fill(slabels[s], 16) + (f"\nvanilla Envoy: {v['rps']:,.0f} req/s" if v and v["valid"] else ""))
     ax1.set_yscale("log")
     ax1.set_ylim(0.3, 300)
     ax1.set_yticks([1, 3, 10, 35, 50, 100])
@@ -99,7 +100,7 @@ def main(src, out):
     ax2.set_ylim(min(lo, 0.1), hi * 2)
     ax2.legend(fontsize=7, loc="upper left")
     ax2.set_xticks(range(len(rate_shapes)))
-    ax2.set_xticklabels([slabels[s] for s in rate_shapes])
+    ax2.set_xticklabels([textwrap.fill(slabels[s], 16) for s in rate_shapes])
     ax2.set_ylabel("p99 latency, ms (log)")
     ax2.set_title(f"p99 at {meta['rate']} req/s, latency-corrected (lower is better)")
     ax2.grid(axis="y", alpha=0.3)
