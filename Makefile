@@ -17,7 +17,7 @@
 #                pinned to CPU 0 / 1 (~25 min): bench/results/<date>.{md,json,png} (see bench/README.md)
 #   make bench-quick  a few of those cells, in slices paired with vanilla Envoy (~5 min): bench/results/<date>-quick.*
 #                (both lead with the realistic cell: distinct requests of bench/realistic.py's corpus)
-#   make bench-instructions  the tiers' GET, new-values GET, mixed GETs and 1 KB POST counted in instructions
+#   make bench-instructions  the tiers' realistic traffic, GET, new-values GET, mixed GETs and 1 KB POST counted in instructions
 #                per request under callgrind, against vanilla Envoy's (~5 min; the host's noise
 #                does not move them): bench/results/<date>-instructions.{md,json}
 #   make bench-engine  criterion micro-benchmarks of the native engine (bench/benches/engine.rs)
@@ -202,7 +202,7 @@ realistic-check: tools-rust
 	$(CARGO) build --release -p wafer-cli -j $(JOBS)
 	python3 bench/realistic.py check
 
-# make bench's tiers and shapes (GET, GET with new values, mixed GETs, 1 KB POST) counted in instructions per
+# make bench's tiers and shapes (realistic traffic, GET, GET with new values, mixed GETs, 1 KB POST) counted in instructions per
 # request under callgrind, against vanilla Envoy's (~5 min): ratios the host's noise cannot move.
 # Writes bench/results/<date>-instructions.md / .json.
 bench-instructions: tools wasm bench-tools

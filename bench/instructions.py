@@ -11,7 +11,7 @@ tenths of a percent), so small changes can be judged in the real proxy. Envoy st
 callgrind with instrumentation off (V8 compiling the module is not counted), serves 50
 requests, then counts N requests of one shape (the browser-like GET of PEERS_DIR, with a new
 `x-request-id` each as Envoy adds; the same GET with new query and cookie values in each request,
-as `make bench`'s "GET, new values"; `get-mixed`: that GET in turn with three other GETs that
+as `make bench`'s "GET, one request repeated with new values"; `get-mixed`: that GET in turn with three other GETs that
 repeat, as probes and polls do; its 1 KB JSON POST; or `realistic`: requests of
 bench/realistic.py's corpus, all different, as `make bench`'s realistic cell, the 50 of the
 warm-up first and the N counted after them; `--corpus FILE` for another corpus file), sent by oha (the new-values, mixed and
@@ -162,7 +162,11 @@ def load_varied(port, path, n, headers, connections=1, make=varied):
             c.close()
 
     per = [n // connections + (1 if i < n % connections else 0) for i in range(connections)]
-    threads = [threading.Thread(target=worker, args=(k,)) for k in per]
+    all_done([threading.Thread(target=worker, args=(k,)) for k in per], bad, n)
+
+
+def all_done(threads, bad, n):
+    """Starts the connections' threads, waits for them; exits when an answer was not the upstream's 200."""
     for t in threads:
         t.start()
     for t in threads:
@@ -200,13 +204,7 @@ def load_corpus(port, reqs, connections=1):
         finally:
             s.close()
 
-    threads = [threading.Thread(target=worker) for _ in range(connections)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if bad:
-        sys.exit(f"unexpected responses: {bad[:5]} ({len(bad)} of {len(reqs)})")
+    all_done([threading.Thread(target=worker) for _ in range(connections)], bad, len(reqs))
 
 
 def by_object(path):

@@ -1540,6 +1540,16 @@ def fmt(x, nd=0):
     return f"{x:,.{nd}f}"
 
 
+def max_row(cells, cell, t, shapes, show):
+    """Target t's max-throughput cells over `shapes` as table cells: empty where it has none,
+    INVALID where the cell is, else show(cell, its ratio to vanilla Envoy, the vanilla cell)."""
+    row = []
+    for s in shapes:
+        c = cell(t, s, "max")
+        row.append("" if not c else "INVALID" if not c["valid"] else show(c, *ratio(cells, t, s)))
+    return row
+
+
 def headline(d, cell):
     """The report's first section: the realistic cell (distinct requests of bench/realistic.py's
     corpus) of every target that ran it, its split by kind of request, and the one-request-repeated
@@ -1594,17 +1604,8 @@ def headline(d, cell):
         L.append("| target | " + " | ".join(slabels[s].split(": ")[-1] for s in per_kind) + " |")
         L.append("|---|" + "---:|" * len(per_kind))
         for t in targets:
-            row = []
-            for s in per_kind:
-                c = cell(t, s, "max")
-                r, _ = ratio(cells, t, s)
-                if not c:
-                    row.append("")
-                elif not c["valid"]:
-                    row.append("INVALID")
-                else:
-                    cpu = f"{1000 * c['cpu_s_per_1k']:.0f} µs" if c.get("cpu_s_per_1k") is not None else ""
-                    row.append((f"{100 * r:.1f}%, " if r and t != "envoy" else "") + cpu)
+            row = max_row(cells, cell, t, per_kind, lambda c, r, _: (f"{100 * r:.1f}%, " if r and t != "envoy" else "")
+                          + (f"{1000 * c['cpu_s_per_1k']:.0f} µs" if c.get("cpu_s_per_1k") is not None else ""))
             if any(row):
                 L.append(f"| {labels[t]} | " + " | ".join(row) + " |")
         L.append("")
@@ -1670,9 +1671,10 @@ def markdown(d, png):
                 + (", the target's first in every other pair (A B B A ...)" if meta.get("abba") else "")
                 + ": a target's ratio is its req/s over its slices against vanilla Envoy's over its own"
                 if meta.get("rounds") else "") + f". Latency: oha `-q {meta['rate']} --latency-correction`, "
-             f"{meta['rate_conns']} connections, {meta['rate_duration_s']} s (realistic traffic: the bench crate's corpus-rate). "
+             f"{meta['rate_conns']} connections, {meta['rate_duration_s']} s"
+             + (" (realistic traffic: the bench crate's corpus-rate)" if meta.get("corpus") else "") + ". "
              f"GET `{meta['get_path'][:60]}…` with {len(meta['headers'])} browser headers incl. Cookie; "
-             f"GET, new values: the same with the request's number appended to every query and cookie value "
+             f"GET, one request repeated with new values: the same with the request's number appended to every query and cookie value "
              f"(values wafer has not seen; the headers repeat, as a browser's do); POSTs to "
              f"`{meta['post_path']}` (application/json): "
              + ", ".join(f"{slabels[k]} = {v['bytes']:,} B" for k, v in meta["bodies"].items()) + ". "
@@ -1688,22 +1690,17 @@ def markdown(d, png):
     L.append("")
     L.append("| target | " + " | ".join(slabels[s] for s in shapes) + " |")
     L.append("|---|" + "---:|" * len(shapes))
+    pct = lambda x: f"{100 * x:.0f}" if x >= 0.095 else f"{100 * x:.1f}"  # noqa: E731
+
+    def throughput_text(t, c, r, v):
+        if t == "envoy" or r is None:
+            return fmt(c["rps"]) + noise(c) + few(c)
+        q = pair_values(c, "ratio")
+        spread = f"; {pct(min(q))}–{pct(max(q))}" if len(q) > 1 else ""
+        return f"{fmt(c['rps'])} ({100 * r:.1f}%{spread}){noise(c) or noise(v)}{few(c)}"
+
     for t in loaded:
-        row = []
-        for s in shapes:
-            c = cell(t, s, "max")
-            r, v = ratio(cells, t, s)
-            if not c:
-                row.append("")
-            elif not c["valid"]:
-                row.append("INVALID")
-            elif t != "envoy" and r is not None:
-                q = pair_values(c, "ratio")
-                pct = lambda x: f"{100 * x:.0f}" if x >= 0.095 else f"{100 * x:.1f}"
-                spread = f"; {pct(min(q))}–{pct(max(q))}" if len(q) > 1 else ""
-                row.append(f"{fmt(c['rps'])} ({100 * r:.1f}%{spread}){noise(c) or noise(v)}{few(c)}")
-            else:
-                row.append(fmt(c["rps"]) + noise(c) + few(c))
+        row = max_row(cells, cell, t, shapes, lambda c, r, v: throughput_text(t, c, r, v))
         L.append(f"| {labels[t]} | " + " | ".join(row) + " |")
     refs = [c for c in cells if c["kind"] == "ref"]
     if refs:
