@@ -702,6 +702,28 @@ fn ids(config: &str) -> Result<(), String> {
 }
 
 #[cfg(test)]
+mod corpus_tests {
+    /// `wafer time --corpus` reads bench/realistic.py's records: every request with its method,
+    /// headers and body; a record cut short is an error, not a shorter corpus.
+    #[test]
+    fn corpus_records_become_requests() {
+        let get = b"GET /p/x?q=a%20b HTTP/1.1\r\nHost: shop.example.com\r\nCookie: sid=1\r\n\r\n";
+        let post = b"POST /api/v2/cart/items HTTP/1.1\r\nHost: shop.example.com\r\nContent-Type: application/json\r\nContent-Length: 7\r\n\r\n{\"a\":1}";
+        let mut data = format!("{} page/000000\n", get.len()).into_bytes();
+        data.extend_from_slice(get);
+        data.extend_from_slice(format!("{} write/000001\n", post.len()).as_bytes());
+        data.extend_from_slice(post);
+        let reqs = super::corpus("c.json", &data, None).expect("two records");
+        assert_eq!(reqs.len(), 2);
+        assert_eq!((reqs[0].method.as_str(), reqs[0].uri.as_str()), ("GET", "/p/x?q=a%20b"));
+        assert!(reqs[0].headers.iter().any(|(k, v)| k == "Cookie" && v == "sid=1"));
+        assert_eq!((reqs[1].method.as_str(), reqs[1].body.as_slice()), ("POST", &b"{\"a\":1}"[..]));
+        let cut = &data[..data.len() - 3];
+        assert!(super::corpus("c.json", cut, None).is_err(), "a record cut short");
+    }
+}
+
+#[cfg(test)]
 mod evict_tests {
     /// The work `--evict` runs is a real compile (a rule set that failed to parse would evict
     /// nothing and the measurement would mean nothing).
