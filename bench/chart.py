@@ -18,7 +18,11 @@ import matplotlib.ticker  # noqa: E402
 
 COLORS = {"envoy": "#555555", "wafer-headers-only": "#9ecae1", "wafer-targeted": "#4292c6",
           "wafer-crs-pl1": "#08519c", "wafer-crs-pl2": "#08306b",
-          "modsec-crs-pl1": "#fd8d3c", "modsec-crs-pl2": "#d94801"}
+          "modsec-crs-pl1": "#fd8d3c", "modsec-crs-pl2": "#d94801",
+          # Every target a colour of its own: without one, matplotlib takes its next colour at each
+          # bar, and a target that has no cell in one group (nginx + ModSecurity in quick mode) shifts them.
+          "wafer-crs-pl1-all": "#6a51a3", "empty-filter": "#bdbdbd", "headers-filter": "#969696",
+          "wafer-protect-only": "#9e9ac8"}
 # The throughput bars (% of vanilla Envoy), drawn over the bar they apply to.
 BARS = {("wafer-crs-pl1", "get"): 50, ("wafer-crs-pl1", "post1k"): 35, ("wafer-crs-pl1", "post10k"): 10,
         ("wafer-crs-pl1", "post50k"): 3, ("wafer-targeted", "get"): 80, ("wafer-targeted", "post1k"): 80,
