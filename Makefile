@@ -14,8 +14,8 @@
 #                blocking-mode sample (SecRuleEngine On, PL1)
 #   make run     Envoy on 127.0.0.1:8080 with wafer in front of a demo upstream
 #   make bench   wafer (4 rule tiers) vs vanilla Envoy vs nginx + ModSecurity v3 with the same CRS,
-#                pinned to CPU 0 / 1 (~25 min): bench/results/<date>.{md,json,png} (see bench/README.md)
-#   make bench-quick  a few of those cells, in slices paired with vanilla Envoy (~5 min): bench/results/<date>-quick.*
+#                pinned to CPU 0 / 1 (~40 min): bench/results/<date>.{md,json,png} (see bench/README.md)
+#   make bench-quick  a few of those cells, in slices paired with vanilla Envoy (~9 min): bench/results/<date>-quick.*
 #                (both lead with the realistic cell: distinct requests of bench/realistic.py's corpus)
 #   make bench-instructions  the tiers' realistic traffic, GET, new-values GET, mixed GETs and 1 KB POST counted in instructions
 #                per request under callgrind, against vanilla Envoy's (~5 min; the host's noise

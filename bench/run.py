@@ -3,8 +3,8 @@
 
 Stdlib only. Run from the repository root (the Makefile does), after `make tools wasm bench-tools`:
 
-    python3 bench/run.py --mode full     # ~25 min: writes bench/results/<date>.{md,json,png}
-    python3 bench/run.py --mode quick    # ~4 min: writes bench/results/<date>-quick.{md,json,png}
+    python3 bench/run.py --mode full     # ~40 min: writes bench/results/<date>.{md,json,png}
+    python3 bench/run.py --mode quick    # ~9 min: writes bench/results/<date>-quick.{md,json,png}
 
 Every target runs alone on CPU SUT_CPU (Envoy --concurrency 1, nginx worker_processes 1); the
 load generator (wrk / oha) and the upstream (nginx `return 200`) share CPU AUX_CPU. Targets are
@@ -16,6 +16,11 @@ distributions, Envoy's downstream_rq_{1,3,4,5}xx and wafer's interruption/error 
 "ModSecurity: Access denied" in nginx's log); INVALID cells are reported as such and never used
 for ratios or bars.
 
+The first cell, the headline, is realistic traffic: the 20,000 distinct requests of
+bench/realistic.py's corpus (target/realistic/, written when missing), sent in turn by wrk
+(bench/conf/wrk.lua, WRK_CORPUS) and at the fixed rate by the bench crate's corpus-rate; the other
+shapes send one request again and again (docs/benchmarks.md).
+
 A target's max-throughput cell and vanilla Envoy's run in turn: pairs of SLICE-second slices of
 the same request, the target's first in every other pair (vanilla Envoy waits idle on the same
 CPU), DURATION s of each;
@@ -26,7 +31,7 @@ under the same drift, is what makes the ratio mean something.
 
 Environment overrides (defaults: full / quick): DURATION (8 / 6 s: each target's max throughput,
 and its paired vanilla Envoy's), SLICE (2 s), WARMUP (2 / 1 s),
-CONNS (64), RATE (250 req/s), RATE_DURATION (12 / 6 s; the GET's in RATE_SLICE (3) s runs paired with
+CONNS (64), RATE (250 req/s), RATE_DURATION (12 / 6 s; the realistic cell's and the GET's in RATE_SLICE (3) s runs paired with
 vanilla Envoy's), RATE_CONNS (16), READY_RUNS (3 / 1),
 WORKER_DURATION (5 / 3 s: the GET load of the per-worker memory runs, --concurrency 1 and 2),
 TIME_BUDGET (2100 / 360 s: its slack beyond the planned work goes to waiting for a quiet machine and
