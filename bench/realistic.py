@@ -21,7 +21,7 @@ UTF-8 percent-encoded as browsers and HTTP libraries encode them.
 Writes into OUT (the corpus is never committed; `--ensure` rewrites it when the options or this
 file changed):
   requests.raw        every request, each as "<length> <id>\\n" and then <length> bytes of raw
-                      HTTP/1.1 (bench/conf/wrk-corpus.lua and the bench crate's corpus-rate read it)
+                      HTTP/1.1 (bench/conf/wrk.lua with WRK_CORPUS and the bench crate's corpus-rate read it)
   requests-KIND.raw   the same for one kind (page, static, api, write)
   requests.jsonl      {"id", "kind", "client", "raw": base64} per line: what `wafer ids CONFIG`
                       and tests/oracle/modsec_ids.py read
