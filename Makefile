@@ -11,15 +11,17 @@
 #   make cold-functions  measure which functions requests do not run (envoy-wasm/cold-functions.txt,
 #                for coldcalls; needs npm for Node 26): after changes to the engine's hot path
 #   make test    unit tests of every crate + end-to-end tests against Envoy (each with both
-#                builds) + make crs-test + the ModSecurity oracle, the replay check and the bounds
+#                builds) + make crs-test + the ModSecurity oracle, the replay check, the bounds
+#                and the realistic corpus's check
 #   make crs-test  the OWASP CRS regression suite through Envoy (bar: 4953 of 5003 pass) and the
 #                blocking-mode sample (SecRuleEngine On, PL1), for the wasm and the native build
 #   make run     Envoy on 127.0.0.1:8080 with wafer in front of a demo upstream (NATIVE=1: the
 #                dynamic module instead of the wasm module)
 #   make bench   wafer (4 rule tiers) vs vanilla Envoy vs nginx + ModSecurity v3 with the same CRS,
-#                pinned to CPU 0 / 1 (~25 min): bench/results/<date>.{md,json,png} (see bench/README.md)
-#   make bench-quick  a few of those cells, in slices paired with vanilla Envoy (~4 min): bench/results/<date>-quick.*
-#   make bench-instructions  the tiers' GET, new-values GET, mixed GETs and 1 KB POST counted in instructions
+#                pinned to CPU 0 / 1 (~40 min): bench/results/<date>.{md,json,png} (see bench/README.md)
+#   make bench-quick  a few of those cells, in slices paired with vanilla Envoy (~9 min): bench/results/<date>-quick.*
+#                (both lead with the realistic cell: distinct requests of bench/realistic.py's corpus)
+#   make bench-instructions  the tiers' realistic traffic, GET, new-values GET, mixed GETs and 1 KB POST counted in instructions
 #                per request under callgrind, against vanilla Envoy's (~5 min; the host's noise
 #                does not move them): bench/results/<date>-instructions.{md,json}
 #   make bench-engine  criterion micro-benchmarks of the native engine (bench/benches/engine.rs)
@@ -135,6 +137,7 @@ test: tools wasm native oci crs-verify
 	$(MAKE) oracle
 	$(MAKE) replay-check
 	$(MAKE) bounds
+	$(MAKE) realistic-check
 
 # The CRS regression runner (tests/src/bin/crs-regression.rs): exits non-zero under its bars.
 CRS_REGRESSION = WAFER_ENVOY=$(abspath $(ENVOY)) WAFER_WASM=$(abspath $(WASM)) WAFER_NATIVE=$(abspath $(NATIVE_SO)) \
@@ -200,13 +203,27 @@ bench-tools:
 	  $(BENCH_VENV)/bin/pip install --quiet matplotlib; \
 	fi
 
+# The realistic cell's fixed-rate load generator (bench/src/bin/corpus-rate.rs: oha repeats one request).
+CORPUS_RATE := $(CARGO) build --release -p wafer-bench --bin corpus-rate -j $(JOBS)
+
 bench: tools wasm native bench-tools
+	$(CORPUS_RATE)
 	$(BENCH_RUN) --mode full
 
 bench-quick: tools wasm native bench-tools
+	$(CORPUS_RATE)
 	$(BENCH_RUN) --mode quick
 
-# make bench's tiers and shapes (GET, GET with new values, mixed GETs, 1 KB POST) counted in instructions per
+# The realistic corpus of `make bench` (bench/realistic.py, written to target/realistic/ when
+# missing) through the native engine with full CRS PL1 blocking, as `make bench` configures it:
+# fails when one request is blocked or the corpus lacks what it must have (~15 s; part of `make
+# test`). `python3 bench/realistic.py check --modsec` also runs it through libmodsecurity 3.0.15.
+.PHONY: realistic-check
+realistic-check: tools-rust
+	$(CARGO) build --release -p wafer-cli -j $(JOBS)
+	python3 bench/realistic.py check
+
+# make bench's tiers and shapes (realistic traffic, GET, GET with new values, mixed GETs, 1 KB POST) counted in instructions per
 # request under callgrind, against vanilla Envoy's (~5 min): ratios the host's noise cannot move.
 # Writes bench/results/<date>-instructions.md / .json.
 bench-instructions: tools wasm native bench-tools

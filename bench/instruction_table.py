@@ -28,7 +28,9 @@ sys.path.insert(0, HERE)
 import run  # noqa: E402  (the tiers' plugin configurations and the bars, as make bench has them)
 
 TARGETS = ["envoy", "wafer-headers-only", "wafer-targeted", "wafer-crs-pl1", "wafer-native-crs-pl1"]
-SHAPES = [("get", "GET"), ("get-varied", "GET, new values"), ("get-mixed", "GETs, 4 in turn"), ("post1k", "POST 1 KB")]
+SHAPES = [("realistic", "realistic traffic"), ("get", "GET, one request repeated"),
+          ("get-varied", "GET, one request repeated with new values"), ("get-mixed", "GETs, 4 requests repeated in turn"),
+          ("post1k", "POST 1 KB, one request repeated")]
 LINE = re.compile(r": ([\d.]+) K instructions per request \((.*)\)$")
 
 
@@ -63,6 +65,8 @@ def main():
     configs = {t[0]: t[3] for t in run.ALL_TARGETS}
     labels = {t[0]: t[1] for t in run.ALL_TARGETS}
     cells = [(t, s) for t in TARGETS for s, _ in SHAPES]
+    import realistic
+    realistic.ensure(run.CORPUS_DIR)  # before the cells run two at a time
     t0 = time.time()
     results = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
@@ -87,7 +91,8 @@ def main():
          "",
          f"Each cell: Envoy (`--concurrency 1`) under callgrind, instrumentation on only while {a.n:,} requests of the shape are "
          f"served on {a.c} connections at once (after 50 uncounted; `bench/instructions.py`); every response the upstream's 200. "
-         "Requests and configurations are `make bench`'s (tiers from `bench/run.py`); \"GETs, 4 in turn\": the GET in turn "
+         "Requests and configurations are `make bench`'s (tiers from `bench/run.py`); realistic traffic: the requests of "
+         "`bench/realistic.py`'s corpus, all different, as `make bench`'s realistic cell; \"GETs, 4 requests repeated in turn\": the GET in turn "
          "with `/healthz`, `/readyz` and `/api/v1/status`, each the same every time, as probes and polls repeat. Counted in Envoy's binary (with V8), "
          "in the module (code without a file: the wasm module compiled by V8, its wrappers; libwafer.so for the dynamic "
          "module), in libc. Runtime "

@@ -5,15 +5,18 @@ compiled wasm) under valgrind's callgrind, counting only while N requests are se
     python3 bench/instructions.py --wasm target/wafer.wasm --config CONFIG.json [--shape get|get-varied|post1k] [-n 1000] [-c 1]
     python3 bench/instructions.py --wasm target/libwafer.so --config CONFIG.json   # the dynamic module
     python3 bench/instructions.py --wasm none            # vanilla Envoy
+    python3 bench/instructions.py --wasm target/wafer.wasm --config CONFIG.json --shape realistic -n 2000 -c 64
 
 CPU time on a shared machine moves by +-20% between runs; instruction counts do not (a few
 tenths of a percent), so small changes can be judged in the real proxy. Envoy starts under
 callgrind with instrumentation off (V8 compiling the module is not counted), serves 50
 requests, then counts N requests of one shape (the browser-like GET of PEERS_DIR, with a new
 `x-request-id` each as Envoy adds; the same GET with new query and cookie values in each request,
-as `make bench`'s "GET, new values"; `get-mixed`: that GET in turn with three other GETs that
-repeat, as probes and polls do; or its 1 KB JSON POST), sent by oha (the new-values and mixed GETs: by
-this script) one at a time on one keep-alive connection, or with `-c N` on N connections at once (`make bench` uses 64: the
+as `make bench`'s "GET, one request repeated with new values"; `get-mixed`: that GET in turn with three other GETs that
+repeat, as probes and polls do; its 1 KB JSON POST; or `realistic`: requests of
+bench/realistic.py's corpus, all different, as `make bench`'s realistic cell, the 50 of the
+warm-up first and the N counted after them; `--corpus FILE` for another corpus file), sent by oha (the new-values, mixed and
+realistic GETs: by this script) one at a time on one keep-alive connection, or with `-c N` on N connections at once (`make bench` uses 64: the
 transactions in flight then overlap, as in a busy proxy). Every response must be the upstream's 200. The upstream is a
 second Envoy (not counted) answering a 180-byte `text/html` page, like `make bench`'s origin.
 Prints instructions per request: in Envoy's binary (which includes V8 and its builtins), in
@@ -29,6 +32,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -36,7 +40,7 @@ import threading
 import time
 import urllib.request
 
-from run import find_envoy
+from run import CORPUS_DIR, find_envoy, read_corpus
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PEERS = os.environ.get("PEERS_DIR", os.path.join(ROOT, "..", "shared", "peers"))
@@ -63,6 +67,15 @@ UPSTREAM = """static_resources:
                 append_action: OVERWRITE_IF_EXISTS_OR_ADD
           http_filters: [ {{ name: envoy.filters.http.router, typed_config: {{ "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router }} }} ]
 """
+
+
+def corpus_requests(path=None):
+    """[(id, raw)] of a corpus file of bench/realistic.py; by default its corpus, written when missing."""
+    if path is None:
+        import realistic
+        realistic.ensure(CORPUS_DIR)
+        path = os.path.join(CORPUS_DIR, "requests.raw")
+    return read_corpus(path)
 
 
 def wait_ready(port, proc, limit):
@@ -151,13 +164,49 @@ def load_varied(port, path, n, headers, connections=1, make=varied):
             c.close()
 
     per = [n // connections + (1 if i < n % connections else 0) for i in range(connections)]
-    threads = [threading.Thread(target=worker, args=(k,)) for k in per]
+    all_done([threading.Thread(target=worker, args=(k,)) for k in per], bad, n)
+
+
+def all_done(threads, bad, n):
+    """Starts the connections' threads, waits for them; exits when an answer was not the upstream's 200."""
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     if bad:
         sys.exit(f"unexpected responses: {bad[:5]} ({len(bad)} of {n})")
+
+
+def load_corpus(port, reqs, connections=1):
+    """Sends the raw requests `reqs` (each once, in order, spread over `connections` keep-alive
+    connections at once); every answer must be the upstream's 200."""
+    lock = threading.Lock()
+    todo = iter(reqs)
+    bad = []
+
+    def worker():
+        s = socket.create_connection(("127.0.0.1", port), timeout=600)
+        try:
+            while True:
+                with lock:
+                    raw = next(todo, None)
+                if raw is None:
+                    return
+                s.sendall(raw)
+                r = http.client.HTTPResponse(s)
+                r.begin()
+                r.read()
+                if r.status != 200:
+                    bad.append(r.status)
+                if r.will_close:
+                    s.close()
+                    s = socket.create_connection(("127.0.0.1", port), timeout=600)
+        except (OSError, http.client.HTTPException) as e:
+            bad.append(repr(e))
+        finally:
+            s.close()
+
+    all_done([threading.Thread(target=worker) for _ in range(connections)], bad, len(reqs))
 
 
 def by_object(path):
@@ -199,7 +248,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--wasm", required=True, help="wafer.wasm, libwafer.so (the dynamic module), or none for vanilla Envoy")
     ap.add_argument("--config", help="the plugin configuration (JSON file; a JSON string is passed as it is, e.g. to bench/conf/minimal-filter.wat)")
-    ap.add_argument("--shape", choices=["get", "get-varied", "get-mixed", "post1k"], default="get")
+    ap.add_argument("--shape", choices=["get", "get-varied", "get-mixed", "post1k", "realistic"], default="get")
+    ap.add_argument("--corpus", help="--shape realistic: the corpus file (default: target/realistic/requests.raw, written when missing)")
     ap.add_argument("-n", type=int, default=1000, help="requests counted")
     ap.add_argument("-c", type=int, default=1, help="connections (requests in flight at once)")
     ap.add_argument("--out", help="keep callgrind's output file here (for callgrind_annotate)")
@@ -243,6 +293,12 @@ def main():
             url = f"http://127.0.0.1:{port}{path}"
             if a.shape == "get-varied":
                 send = lambda n, c=1: load_varied(port, path, n, headers, c)  # noqa: E731
+            elif a.shape == "realistic":
+                reqs = [raw for _, raw in corpus_requests(a.corpus)]
+                if len(reqs) < 50 + a.n:
+                    sys.exit(f"the corpus has {len(reqs)} requests, fewer than the 50 of the warm-up and -n {a.n}")
+                sent = iter([reqs[:50], reqs[50:50 + a.n]])
+                send = lambda n, c=1: load_corpus(port, next(sent), c)  # noqa: E731
             elif a.shape == "get-mixed":
                 send = lambda n, c=1: load_varied(port, path, n, headers, c, mixed)  # noqa: E731
             else:

@@ -2,9 +2,12 @@
 """Instructions per request in each function of the native engine, for the benchmark's GET:
 
     python3 bench/native_functions.py CONFIG.json [--top 40] [--n 2000] [--bin target/release/wafer]
+    python3 bench/native_functions.py CONFIG.json --corpus target/realistic/requests.raw   # realistic traffic
 
 Runs `wafer time CONFIG N GET <PEERS_DIR's path and headers> --request-id --response <a 180-byte
-page>` (`--vary`: `--vary` instead of `--request-id`, new query and cookie values in every request) under valgrind's callgrind twice, with N and 2N requests, and prints each function's own
+page>` (`--vary`: `--vary` instead of `--request-id`, new query and cookie values in every request;
+`--corpus FILE`: `wafer time CONFIG N --corpus FILE --response <the page>`, the requests of
+bench/realistic.py's corpus in turn, all different; `python3 bench/realistic.py` writes it) under valgrind's callgrind twice, with N and 2N requests, and prints each function's own
 instructions (not its callees') of the difference divided by N: what one more request costs,
 without the rule set's compilation and the process's start. The CLI's own per-request work
 (`run_req_with`, `respond`, `time_eval`, formatting the request id) is in the list too; and
@@ -44,6 +47,7 @@ def main():
     ap.add_argument("--top", type=int, default=40)
     ap.add_argument("--bin", default=os.path.join(ROOT, "target", "release", "wafer"))
     ap.add_argument("--vary", action="store_true", help="every request's query and cookie values new (make bench's GET, new values)")
+    ap.add_argument("--corpus", help="a corpus file of bench/realistic.py (e.g. target/realistic/requests.raw): its requests in turn")
     a = ap.parse_args()
     if a.n < 1:
         sys.exit("--n must be at least 1")
@@ -56,8 +60,11 @@ def main():
         runs = []
         for n in (a.n, 2 * a.n):
             out = os.path.join(d, f"callgrind.{n}")
-            cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", a.bin, "time", a.config, str(n), "GET", path,
-                   *headers, "--vary" if a.vary else "--request-id", "--response", page]
+            if a.corpus:
+                what = ["--corpus", a.corpus, "--response", page]
+            else:
+                what = ["GET", path, *headers, "--vary" if a.vary else "--request-id", "--response", page]
+            cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", a.bin, "time", a.config, str(n), *what]
             r = subprocess.run(cmd, capture_output=True, text=True)
             if r.returncode != 0:
                 sys.exit(f"wafer time failed ({r.returncode}):\n{r.stderr[-2000:]}")

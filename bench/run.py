@@ -3,8 +3,8 @@
 
 Stdlib only. Run from the repository root (the Makefile does), after `make tools wasm bench-tools`:
 
-    python3 bench/run.py --mode full     # ~25 min: writes bench/results/<date>.{md,json,png}
-    python3 bench/run.py --mode quick    # ~4 min: writes bench/results/<date>-quick.{md,json,png}
+    python3 bench/run.py --mode full     # ~40 min: writes bench/results/<date>.{md,json,png}
+    python3 bench/run.py --mode quick    # ~9 min: writes bench/results/<date>-quick.{md,json,png}
 
 Every target runs alone on CPU SUT_CPU (Envoy --concurrency 1, nginx worker_processes 1); the
 load generator (wrk / oha) and the upstream (nginx `return 200`) share CPU AUX_CPU. Targets are
@@ -16,6 +16,11 @@ distributions, Envoy's downstream_rq_{1,3,4,5}xx and wafer's interruption/error 
 "ModSecurity: Access denied" in nginx's log); INVALID cells are reported as such and never used
 for ratios or bars.
 
+The first cell, the headline, is realistic traffic: the 20,000 distinct requests of
+bench/realistic.py's corpus (target/realistic/, written when missing), sent in turn by wrk
+(bench/conf/wrk.lua, WRK_CORPUS) and at the fixed rate by the bench crate's corpus-rate; the other
+shapes send one request again and again (docs/benchmarks.md).
+
 A target's max-throughput cell and vanilla Envoy's run in turn: pairs of SLICE-second slices of
 the same request, the target's first in every other pair (vanilla Envoy waits idle on the same
 CPU), DURATION s of each;
@@ -26,10 +31,10 @@ under the same drift, is what makes the ratio mean something.
 
 Environment overrides (defaults: full / quick): DURATION (8 / 6 s: each target's max throughput,
 and its paired vanilla Envoy's), SLICE (2 s), WARMUP (2 / 1 s),
-CONNS (64), RATE (250 req/s), RATE_DURATION (12 / 6 s; the GET's in RATE_SLICE (3) s runs paired with
+CONNS (64), RATE (250 req/s), RATE_DURATION (12 / 6 s; the realistic cell's and the GET's in RATE_SLICE (3) s runs paired with
 vanilla Envoy's), RATE_CONNS (16), READY_RUNS (3 / 1),
 WORKER_DURATION (5 / 3 s: the GET load of the per-worker memory runs, --concurrency 1 and 2),
-TIME_BUDGET (1500 / 230 s: its slack beyond the planned work goes to waiting for a quiet machine and
+TIME_BUDGET (2100 / 360 s: its slack beyond the planned work goes to waiting for a quiet machine and
 re-measuring noisy cells), RETRIES (2 / 1 re-runs of a noisy cell), QUIET_MAX (10 % of a CPU),
 SUT_CPU (0), AUX_CPU (1), PORT_BASE (28080), ENVOY_BIN, WASM, NATIVE, CRS_DIR, PEERS_DIR (../shared/peers),
 BENCH_PYTHON (python with matplotlib for the chart), RESULTS_DIR (bench/results),
@@ -154,6 +159,22 @@ def throughput(requests, load_s, cpu_s):
     return round(requests / load_s, 1), (round(1000 * cpu_s / requests, 4) if requests else None)
 
 
+def is_corpus(shape):
+    """A shape of the realistic corpus (its requests all different) rather than one request repeated."""
+    return (shape[2] or "").startswith("corpus:")
+
+
+def read_corpus(path):
+    """[(id, raw bytes)] of a corpus file of bench/realistic.py ("<length> <id>\\n" + raw, repeated)."""
+    data, out, pos = open(path, "rb").read(), [], 0
+    while pos < len(data):
+        nl = data.index(b"\n", pos)
+        n, _, rid = data[pos:nl].decode().partition(" ")
+        out.append((rid, data[nl + 1:nl + 1 + int(n)]))
+        pos = nl + 1 + int(n)
+    return out
+
+
 def env(name, default):
     v = os.environ.get(name)
     return v if v not in (None, "") else default
@@ -215,26 +236,41 @@ ALL_TARGETS = [
 STARTUP_ONLY = {"wafer-crs-pl1-precompiled"}
 MINIMAL = {"empty-filter", "headers-filter"}
 # The fixed-rate cells run in turns with vanilla Envoy's (the added-p99 bar's shape); the others once.
-PAIRED_RATE_SHAPES = {"get"}
+PAIRED_RATE_SHAPES = {"realistic", "get"}
 PRECOMPILED = {"wafer-crs-pl1-precompiled"}
 # Dynamic-module targets and the wasm target each is compared with (bar kind "vs_wasm").
 NATIVE = {"wafer-native-targeted": "wafer-targeted", "wafer-native-crs-pl1": "wafer-crs-pl1"}
 
-# name, label, body file (None: GET)
-ALL_SHAPES = [("get", "GET", None), ("get-varied", "GET, new values", None), ("post1k", "POST 1 KB", "peers:body-1k.json"),
-              ("post10k", "POST 10 KB", "bench:data/body-10k.json"),
-              ("post50k", "POST 50 KB", "bench:data/body-50k.json")]
+# name, label, body file (None: GET; "corpus:KIND": the requests of bench/realistic.py's corpus, all
+# or of one kind). The realistic cell comes first: the other shapes send one request again and again.
+ALL_SHAPES = [("realistic", "realistic traffic", "corpus:all"),
+              ("realistic-page", "realistic: page GETs", "corpus:page"),
+              ("realistic-static", "realistic: static assets", "corpus:static"),
+              ("realistic-api", "realistic: API GETs", "corpus:api"),
+              ("realistic-write", "realistic: JSON writes", "corpus:write"),
+              ("get", "GET, one request repeated", None),
+              ("get-varied", "GET, one request repeated with new values", None),
+              ("post1k", "POST 1 KB, one request repeated", "peers:body-1k.json"),
+              ("post10k", "POST 10 KB, one request repeated", "bench:data/body-10k.json"),
+              ("post50k", "POST 50 KB, one request repeated", "bench:data/body-50k.json")]
 POST_PATH = "/api/v1/orders"
+CORPUS_DIR = os.path.join(REPO, "target", "realistic")
+# The per-kind cells of the realistic corpus (full mode) run for these targets only: the split of
+# the headline's cost by kind of request, for wafer and ModSecurity with the same CRS.
+KIND_SHAPES = {"realistic-page", "realistic-static", "realistic-api", "realistic-write"}
+KIND_TARGETS = {"envoy", "wafer-crs-pl1", "modsec-crs-pl1"}
 
 MODES = {
     "full": dict(targets=[t[0] for t in ALL_TARGETS if t[0] != "wafer-protect-only"],
                  shapes=[s[0] for s in ALL_SHAPES],
-                 rate_shapes=["get", "post1k", "post10k", "post50k"], duration=8, warmup=2, rate_duration=12,
-                 ready_runs=3, budget=1500, retries=2, worker_duration=5),
+                 rate_shapes=["realistic", "get", "post1k", "post10k", "post50k"], duration=8, warmup=2, rate_duration=12,
+                 ready_runs=3, budget=2100, retries=2, worker_duration=5, only={}),
+    # nginx + ModSecurity runs the realistic cell only (its other cells: full mode).
     "quick": dict(targets=["envoy", "empty-filter", "wafer-headers-only", "wafer-targeted", "wafer-crs-pl1", "wafer-crs-pl1-precompiled",
-                           "wafer-native-crs-pl1"],
-                  shapes=["get", "get-varied", "post1k"], rate_shapes=["get"], duration=6, warmup=1, rate_duration=6,
-                  ready_runs=1, budget=230, retries=1, worker_duration=3),
+                           "wafer-native-crs-pl1", "modsec-crs-pl1"],
+                  shapes=["realistic", "get", "get-varied", "post1k"], rate_shapes=["realistic", "get"], duration=6, warmup=1,
+                  rate_duration=6, ready_runs=1, budget=360, retries=1, worker_duration=3,
+                  only={"modsec-crs-pl1": ["realistic"]}),
 }
 
 # Per-worker memory: these targets are started again at --concurrency 1 and 2 (own ports).
@@ -469,6 +505,15 @@ def http_get(port, path, headers=None, timeout=1.0, method="GET", body=None):
         c.close()
 
 
+def raw_request(port, raw, timeout=1.0):
+    """Sends the bytes of one raw HTTP/1.1 request; (status, headers, body) of the answer."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(raw)
+        r = http.client.HTTPResponse(s)
+        r.begin()
+        return r.status, dict(r.getheaders()), r.read()
+
+
 def render_template(template, **kv):
     """bench/conf/TEMPLATE with its @NAME@ placeholders filled from kv (every one must be)."""
     text = open(os.path.join(HERE, "conf", template)).read()
@@ -552,6 +597,9 @@ class Bench:
         self.targets = [t for t in ALL_TARGETS if t[0] in env("TARGETS", ",".join(m["targets"])).split(",")]
         self.shapes = [s for s in ALL_SHAPES if s[0] in env("SHAPES", ",".join(m["shapes"])).split(",")]
         self.rate_shapes = [s for s in m["rate_shapes"] if s in [x[0] for x in self.shapes]]
+        self.only = m["only"]  # target -> the only shapes it runs in this mode
+        self.corpus_rate = os.path.join(REPO, "target", "release", "corpus-rate")
+        self.corpus_from = {}  # corpus shape -> the record the next run starts at
         self.crs_dir = os.path.abspath(env("CRS_DIR", os.path.join(REPO, "..", "shared", "coreruleset")))
         self.peers_dir = os.path.abspath(env("PEERS_DIR", os.path.join(REPO, "..", "shared", "peers")))
         self.wasm = os.path.abspath(env("WASM", os.path.join(REPO, "target", "wafer.wasm")))
@@ -579,6 +627,8 @@ class Bench:
         for tool in ("wrk", "oha", "nginx", "taskset"):
             if not shutil.which(tool):
                 problems.append(f"{tool} not found (make bench-tools)")
+        if any(is_corpus(s) for s in self.shapes) and not os.access(self.corpus_rate, os.X_OK):
+            problems.append(f"{self.corpus_rate} missing (cargo build --release -p wafer-bench --bin corpus-rate)")
         if not os.access(self.envoy_bin, os.X_OK):
             problems.append(f"envoy not found at {self.envoy_bin} (make tools)")
         if not os.path.isfile(self.wasm):
@@ -634,10 +684,26 @@ class Bench:
             if sep:
                 self.headers.append((k.strip(), v.strip()))
         self.bodies = {}
+        self.corpus = {}  # corpus shape -> its file of raw requests
         for name, _, spec in ALL_SHAPES:
-            if spec:
+            if spec and spec.startswith("corpus:"):
+                kind = spec.split(":", 1)[1]
+                self.corpus[name] = os.path.join(CORPUS_DIR, "requests.raw" if kind == "all" else f"requests-{kind}.raw")
+            elif spec:
                 where, rel = spec.split(":", 1)
                 self.bodies[name] = os.path.join(self.peers_dir if where == "peers" else HERE, rel)
+        self.corpus_meta = None
+        self.corpus_first = {}  # corpus shape -> its first request (the check's)
+        if any(is_corpus(s) for s in self.shapes):
+            # Written when missing (or made by another generator or with other options): never committed.
+            sys.path.insert(0, HERE)
+            import realistic
+            self.corpus_meta = realistic.ensure(CORPUS_DIR)
+            for s in self.shapes:
+                if is_corpus(s):
+                    self.corpus_first[s[0]] = read_corpus(self.corpus[s[0]])[0][1]
+            log(f"realistic corpus {os.path.relpath(CORPUS_DIR, REPO)}: {self.corpus_meta['requests']} requests from "
+                f"{self.corpus_meta['clients_seen']} clients, {self.corpus_meta['by_kind']}")
 
     def machine(self):
         def cmd(argv):
@@ -793,8 +859,18 @@ class Bench:
 
     # -- checks -------------------------------------------------------------------------------
 
+    def shapes_for(self, t):
+        """The shapes target t runs: the per-kind corpus cells only for KIND_TARGETS, and in quick
+        mode some targets only some shapes (`only`)."""
+        only = self.only.get(t[0])
+        return [s for s in self.shapes if (only is None or s[0] in only)
+                and (s[0] not in KIND_SHAPES or t[0] in KIND_TARGETS)]
+
     def request_once(self, port, shape):
         name, _, _ = shape
+        if is_corpus(shape):
+            # The corpus's first request (the load runs go through all of them).
+            return raw_request(port, self.corpus_first[name], timeout=10)
         hdrs = dict(self.headers)
         if name.startswith("get"):
             return http_get(port, self.get_path, hdrs, timeout=10)
@@ -806,7 +882,7 @@ class Bench:
         """One request of each shape: must be the upstream's 200 and body, and match no rule at all."""
         name, label, kind, _ = t
         port = self.ports[name][0]
-        for s in self.shapes:
+        for s in self.shapes_for(t):
             mark = self.log_mark(name, kind)
             times = []
             for _ in range(3):
@@ -946,6 +1022,9 @@ class Bench:
              "WRK_PATH": self.get_path if get else POST_PATH,
              "WRK_BODY_FILE": self.bodies.get(sname, ""), "WRK_VARY": "1" if sname == "get-varied" else "",
              "WRK_VARY_FROM": str(self.vary_from)}
+        if is_corpus(shape):
+            # The corpus's requests in turn, each run starting where the last stopped (see max_cell).
+            e = {"WRK_CORPUS": self.corpus[sname], "WRK_CORPUS_FROM": str(self.corpus_from.get(sname, 0))}
         # Each run numbers its requests on from where the last left off (values never come again).
         self.vary_from += 10_000_000
         argv = ["taskset", "-c", self.aux, "wrk", "-t1", f"-c{conns or self.conns}", f"-d{duration}s", "--timeout", "30s",
@@ -967,6 +1046,12 @@ class Bench:
             problems.append("no requests completed")
         return j, problems
 
+    def corpus_sent(self, shape, n):
+        """After a run of a corpus shape that made n requests (answered, or in flight when it
+        stopped): the next run starts with the request after them."""
+        if is_corpus(shape):
+            self.corpus_from[shape[0]] = self.corpus_from.get(shape[0], 0) + n
+
     def max_cell(self, t, p, shape, duration=None, warmup=None, cell_kind="max"):
         name, label, kind, _ = t
         duration = duration or self.duration
@@ -978,11 +1063,13 @@ class Bench:
         if warmup:
             argv, e = self.wrk_argv(name, shape, warmup, conns)
             rc, out, err, _, probs = self.measured(name, kind, p, argv, e, warmup + 40)
-            _, wprobs = self.parse_wrk(rc, out, err)
+            wj, wprobs = self.parse_wrk(rc, out, err)
+            self.corpus_sent(shape, wj["requests"] + conns)
             cell["problems"] += [f"warm-up: {x}" for x in probs + wprobs if x != "no requests completed"]
         argv, e = self.wrk_argv(name, shape, duration, conns)
         rc, out, err, m, probs = self.measured(name, kind, p, argv, e, duration + 40)
         j, wprobs = self.parse_wrk(rc, out, err)
+        self.corpus_sent(shape, j["requests"] + conns)
         cell["problems"] += probs + wprobs
         cell["rss_after_kb"] = self.rss(name, kind, p)
         rps, per_1k = throughput(j["requests"], j["duration_us"] / 1e6, m["target_cpu_s"])
@@ -1022,6 +1109,8 @@ class Bench:
         return c
 
     def rate_cell(self, t, p, shape, duration=None, cell_kind="rate"):
+        if is_corpus(shape):
+            return self.corpus_rate_cell(t, p, shape, duration, cell_kind)
         name, label, kind, _ = t
         duration = duration or self.rate_duration
         cell = {"target": name, "shape": shape[0], "kind": cell_kind, "tool": "oha", "rate": self.rate,
@@ -1065,6 +1154,44 @@ class Bench:
         cell["valid"] = not cell["problems"]
         return cell
 
+    def corpus_rate_cell(self, t, p, shape, duration=None, cell_kind="rate"):
+        """The fixed-rate cell of a corpus shape: the bench crate's corpus-rate (oha sends one
+        request again and again) sends the corpus's requests in turn at RATE req/s over RATE_CONNS
+        connections, latency from each request's due time; percentiles overall and by kind."""
+        name, label, kind, _ = t
+        duration = duration or self.rate_duration
+        start = self.corpus_from.get(shape[0], 0)
+        argv = ["taskset", "-c", self.aux, self.corpus_rate, f"127.0.0.1:{self.ports[name][0]}", self.corpus[shape[0]],
+                "--rate", str(self.rate), "--duration", str(duration), "--connections", str(self.rate_conns),
+                "--from", str(start)]
+        cell = {"target": name, "shape": shape[0], "kind": cell_kind, "tool": "corpus-rate", "rate": self.rate,
+                "duration_s": duration, "conns": self.rate_conns, "problems": []}
+        rc, out, err, m, probs = self.measured(name, kind, p, argv, {}, duration + 60)
+        try:
+            j = json.loads(out)
+        except json.JSONDecodeError:
+            raise Invalid(f"corpus-rate failed (rc {rc}): {out[-500:]} {err[-500:]}")
+        self.corpus_sent(shape, j["planned"])
+        bad = {k: v for k, v in j["statuses"].items() if k != "200"}
+        cell["problems"] += probs
+        if bad:
+            cell["problems"].append(f"statuses {bad}")
+        if j["errors"]:
+            cell["problems"].append(f"transport errors {j['errors']}")
+        n = j["statuses"].get("200", 0)
+        if n == 0:
+            cell["problems"].append("no responses")
+        if kind == "envoy" and m.get("envoy_2xx") != j["responses"]:
+            cell["problems"].append(f"Envoy counted {m.get('envoy_2xx')} 2xx for {j['responses']} responses")
+        cell.update(m)
+        cell.update({"requests": n, "rps": j["rps"], "late": j["late"], "p50_ms": j["p50_ms"], "p99_ms": j["p99_ms"],
+                     "p999_ms": j["p999_ms"], "max_ms": j["max_ms"], "by_kind": j["by_kind"], "cmd": " ".join(argv)})
+        if n < 0.95 * self.rate * duration:
+            self.notes.append(f"{self.tinfo[name]['label']} {shape[1]} at {self.rate} req/s: only {n} responses "
+                              f"in {duration} s (rate not sustained)")
+        cell["valid"] = not cell["problems"]
+        return cell
+
     def paired_rate_cell(self, t, p, shape, ref):
         """The GET at the fixed rate (the added-p99 bar's cell), target t and vanilla Envoy in turn:
         `rate_rounds` pairs of RATE_SLICE-second runs, A B B A ... as in paired_cell. Each side's
@@ -1079,6 +1206,11 @@ class Bench:
             x["max_ms"] = max(y["max_ms"] for y in xs)
             x["rps"] = round(sum(y["rps"] for y in xs) / len(xs), 1)
             x["slices_p99_ms"] = [y["p99_ms"] for y in xs]
+            if all(y.get("by_kind") for y in xs):
+                x["by_kind"] = {k: {q: round(statistics.median(y["by_kind"][k][q] for y in xs if k in y["by_kind"]), 3)
+                                    for q in ("p50_ms", "p99_ms", "p999_ms")}
+                                | {"requests": sum(y["by_kind"].get(k, {}).get("requests", 0) for y in xs)}
+                                for k in xs[0]["by_kind"]}
         diffs = [a["p99_ms"] - b["p99_ms"] for a, b in zip(mine, theirs)]
         c["pair_added_p99_ms"] = [round(d, 3) for d in diffs]
         c["added_p99_ms"] = round(statistics.median(diffs), 3)
@@ -1103,8 +1235,9 @@ class Bench:
             t += self.startup_est(target)
             if target[0] in STARTUP_ONLY:
                 continue
-            t += len(self.shapes) * self.max_cost(target)
-            t += sum(self.rate_cost(target, s) for s in self.rate_shapes)
+            shapes = [s[0] for s in self.shapes_for(target)]
+            t += len(shapes) * self.max_cost(target)
+            t += sum(self.rate_cost(target, s) for s in self.rate_shapes if s in shapes)
             if target[0] in WORKER_TARGETS:
                 t += 2 * (self.startup_est(target) + self.worker_s + 1.5)
         return t
@@ -1193,19 +1326,19 @@ class Bench:
                 self.check_responses(t, p)
             except Invalid as e:
                 log(f"INVALID target: {e}")
-                for s in self.shapes:
+                for s in self.shapes_for(t):
                     self.cells.append({"target": name, "shape": s[0], "kind": "max", "valid": False,
                                        "problems": [f"check request: {e}"]})
                 PROCS.stop(p)
                 return None
-            for s in self.shapes:
+            for s in self.shapes_for(t):
                 if not ref:
                     c = self.measure(self.max_cell, t, p, s, self.max_cost(t), "max")
                     self.cells.append(c)
                     self.report_cell(label, s[1], c)
                     continue
                 self.measure_paired(self.paired_cell, t, p, s, ref, self.max_cost(t), "max", "ref")
-            for s in self.shapes:
+            for s in self.shapes_for(t):
                 if s[0] not in self.rate_shapes:
                     continue
                 mx = self.max_rps(name, s[0])
@@ -1305,7 +1438,8 @@ class Bench:
                           "get_path": self.get_path, "post_path": POST_PATH,
                           "headers": [f"{k}: {v}" for k, v in self.headers],
                           "bodies": {k: {"file": os.path.relpath(v, REPO), "bytes": os.path.getsize(v)}
-                                     for k, v in self.bodies.items()}})
+                                     for k, v in self.bodies.items()},
+                          "corpus": self.corpus_meta})
         if self.wasm_precompiled:
             self.meta["wasm_precompiled_bytes"] = os.path.getsize(self.wasm_precompiled)
         self.has_ref = any(t[0] == "envoy" for t in self.targets)
@@ -1444,6 +1578,95 @@ def fmt(x, nd=0):
     return f"{x:,.{nd}f}"
 
 
+def max_row(cells, cell, t, shapes, show):
+    """Target t's max-throughput cells over `shapes` as table cells: empty where it has none,
+    INVALID where the cell is, else show(cell, its ratio to vanilla Envoy, the vanilla cell)."""
+    row = []
+    for s in shapes:
+        c = cell(t, s, "max")
+        row.append("" if not c else "INVALID" if not c["valid"] else show(c, *ratio(cells, t, s)))
+    return row
+
+
+def headline(d, cell):
+    """The report's first section: the realistic cell (distinct requests of bench/realistic.py's
+    corpus) of every target that ran it, its split by kind of request, and the one-request-repeated
+    GET beside it."""
+    meta, cells, labels, slabels = d["meta"], d["cells"], d["labels"], d["shape_labels"]
+    cm = meta.get("corpus")
+    targets = [t for t in labels if cell(t, "realistic", "max")]
+    if not cm or not targets:
+        return []
+    kinds = cm["by_kind"]
+    L = [f"## Realistic traffic: {cm['requests']:,} distinct requests from {cm['clients_seen']} clients (the headline)", ""]
+    L.append(f"`bench/realistic.py` (seed {cm['options']['seed']}; `target/realistic/`): each simulated client keeps its "
+             "User-Agent, languages, cookies and bearer token, while paths, query values, request ids and bodies change; "
+             + ", ".join(f"{n:,} {k}" for k, n in kinds.items())
+             + f" (page GETs with cookies and Referer, static assets, API GETs, JSON POSTs of "
+             f"{cm['write_body_bytes']['min']:,}-{cm['write_body_bytes']['max']:,} bytes), median request "
+             f"{cm['median_bytes']:,} bytes. Every request passes CRS 4.28 PL1 blocking in wafer and ModSecurity "
+             "(`python3 bench/realistic.py check --modsec`). wrk sends them in turn (each run from where the last "
+             f"stopped), {meta['conns']} connections, in slices paired with vanilla Envoy's as every cell; the fixed "
+             f"rate ({meta['rate']} req/s, {meta['rate_conns']} connections) is sent by the bench crate's "
+             "`corpus-rate`, latency from each request's due time. Every response must be the upstream's 200.")
+    L.append("")
+    L.append(f"| target | req/s (% of vanilla Envoy; its pairs) | target CPU per request (µs) | p50 / p99 at {meta['rate']} req/s (ms) "
+             "| added p99 (ms) |")
+    L.append("|---|---:|---:|---:|---:|")
+    for t in targets:
+        c, rc = cell(t, "realistic", "max"), cell(t, "realistic", "rate")
+        r, v = ratio(cells, t, "realistic")
+        if not c["valid"]:
+            L.append(f"| {labels[t]} | INVALID | | | |")
+            continue
+        q = pair_values(c, "ratio")
+        rel = f" ({100 * r:.1f}%" + (f"; {100 * min(q):.1f}–{100 * max(q):.1f}" if len(q) > 1 else "") + ")" if r else ""
+        cpu = f"{1000 * c['cpu_s_per_1k']:.0f}" if c.get("cpu_s_per_1k") is not None else "–"
+        lat, add = "", ""
+        if rc and rc.get("skipped"):
+            lat = rc["skipped"]
+        elif rc and rc["valid"]:
+            lat = f"{rc['p50_ms']:.2f} / {rc['p99_ms']:.2f}"
+            a = added_p99(rc, cell("envoy", "realistic", "rate")) if t != "envoy" else None
+            add = "" if a is None else f"{a:+.3f}"
+        elif rc:
+            lat = "INVALID"
+        L.append(f"| {labels[t]} | {fmt(c['rps'])}{rel}{' †' if noisy(c) or noisy(v) else ''} | {cpu} | {lat} | {add} |")
+    L.append("")
+    per_kind = [s for s in ("realistic-page", "realistic-static", "realistic-api", "realistic-write")
+                if any(cell(t, s, "max") for t in targets)]
+    if per_kind:
+        L.append("By kind of request (each kind's requests alone, a cell of its own paired with vanilla Envoy's: "
+                 "req/s as % of vanilla Envoy's, target CPU per request in µs):")
+        L.append("")
+        L.append("| target | " + " | ".join(slabels[s].split(": ")[-1] for s in per_kind) + " |")
+        L.append("|---|" + "---:|" * len(per_kind))
+        for t in targets:
+            row = max_row(cells, cell, t, per_kind, lambda c, r, _: (f"{100 * r:.1f}%, " if r and t != "envoy" else "")
+                          + (f"{1000 * c['cpu_s_per_1k']:.0f} µs" if c.get("cpu_s_per_1k") is not None else ""))
+            if any(row):
+                L.append(f"| {labels[t]} | " + " | ".join(row) + " |")
+        L.append("")
+    rated = [t for t in targets if (cell(t, "realistic", "rate") or {}).get("by_kind")]
+    if rated:
+        ks = list(cell(rated[0], "realistic", "rate")["by_kind"])
+        L.append(f"Latency by kind in the same fixed-rate run (p50 / p99, ms; requests in parentheses):")
+        L.append("")
+        L.append("| target | " + " | ".join(ks) + " |")
+        L.append("|---|" + "---:|" * len(ks))
+        for t in rated:
+            bk = cell(t, "realistic", "rate")["by_kind"]
+            L.append(f"| {labels[t]} | " + " | ".join(
+                f"{bk[k]['p50_ms']:.2f} / {bk[k]['p99_ms']:.2f} ({bk[k]['requests']:,})" if k in bk else "" for k in ks) + " |")
+        L.append("")
+    rep = [(t, ratio(cells, t, "get")[0], ratio(cells, t, "realistic")[0]) for t in targets if t != "envoy"]
+    rep = [f"{labels[t]} {100 * g:.1f}% (realistic {100 * r:.1f}%)" for t, g, r in rep if g and r]
+    if rep:
+        L.append(f"The same targets on the GET, one request repeated, in this run: " + ", ".join(rep) + ".")
+        L.append("")
+    return L
+
+
 def markdown(d, png):
     meta, cells, tinfo, labels, slabels = d["meta"], d["cells"], d["targets"], d["labels"], d["shape_labels"]
     targets = [t for t in labels if t in tinfo]
@@ -1486,14 +1709,16 @@ def markdown(d, png):
                 + (", the target's first in every other pair (A B B A ...)" if meta.get("abba") else "")
                 + ": a target's ratio is its req/s over its slices against vanilla Envoy's over its own"
                 if meta.get("rounds") else "") + f". Latency: oha `-q {meta['rate']} --latency-correction`, "
-             f"{meta['rate_conns']} connections, {meta['rate_duration_s']} s. "
+             f"{meta['rate_conns']} connections, {meta['rate_duration_s']} s"
+             + (" (realistic traffic: the bench crate's corpus-rate)" if meta.get("corpus") else "") + ". "
              f"GET `{meta['get_path'][:60]}…` with {len(meta['headers'])} browser headers incl. Cookie; "
-             f"GET, new values: the same with the request's number appended to every query and cookie value "
+             f"GET, one request repeated with new values: the same with the request's number appended to every query and cookie value "
              f"(values wafer has not seen; the headers repeat, as a browser's do); POSTs to "
              f"`{meta['post_path']}` (application/json): "
              + ", ".join(f"{slabels[k]} = {v['bytes']:,} B" for k, v in meta["bodies"].items()) + ". "
              f"Every response must be the upstream's 200, else the cell is INVALID. Runtime {meta['runtime_s']} s.")
     L.append("")
+    L += headline(d, cell)
     if png:
         L.append(f"![throughput relative to vanilla Envoy]({png})")
         L.append("")
@@ -1503,22 +1728,17 @@ def markdown(d, png):
     L.append("")
     L.append("| target | " + " | ".join(slabels[s] for s in shapes) + " |")
     L.append("|---|" + "---:|" * len(shapes))
+    pct = lambda x: f"{100 * x:.0f}" if x >= 0.095 else f"{100 * x:.1f}"  # noqa: E731
+
+    def throughput_text(t, c, r, v):
+        if t == "envoy" or r is None:
+            return fmt(c["rps"]) + noise(c) + few(c)
+        q = pair_values(c, "ratio")
+        spread = f"; {pct(min(q))}–{pct(max(q))}" if len(q) > 1 else ""
+        return f"{fmt(c['rps'])} ({100 * r:.1f}%{spread}){noise(c) or noise(v)}{few(c)}"
+
     for t in loaded:
-        row = []
-        for s in shapes:
-            c = cell(t, s, "max")
-            r, v = ratio(cells, t, s)
-            if not c:
-                row.append("")
-            elif not c["valid"]:
-                row.append("INVALID")
-            elif t != "envoy" and r is not None:
-                q = pair_values(c, "ratio")
-                pct = lambda x: f"{100 * x:.0f}" if x >= 0.095 else f"{100 * x:.1f}"
-                spread = f"; {pct(min(q))}–{pct(max(q))}" if len(q) > 1 else ""
-                row.append(f"{fmt(c['rps'])} ({100 * r:.1f}%{spread}){noise(c) or noise(v)}{few(c)}")
-            else:
-                row.append(fmt(c["rps"]) + noise(c) + few(c))
+        row = max_row(cells, cell, t, shapes, lambda c, r, v: throughput_text(t, c, r, v))
         L.append(f"| {labels[t]} | " + " | ".join(row) + " |")
     refs = [c for c in cells if c["kind"] == "ref"]
     if refs:
@@ -1560,7 +1780,7 @@ def markdown(d, png):
         L.append(f"## Latency at {meta['rate']} req/s (ms, corrected for coordinated omission)")
         L.append("")
         if any(c.get("added_p99_ms") is not None for c in cells):
-            L.append(f"GET: each target in {meta.get('rate_rounds')} runs of {meta.get('rate_slice_s')} s taking turns "
+            L.append(f"Realistic traffic and the GET: each target in {meta.get('rate_rounds')} runs of {meta.get('rate_slice_s')} s taking turns "
                      "with as many of vanilla Envoy's (A B B A ...); its p50 / p99 / p99.9 are the medians over its "
                      "runs, its added p99 the median of the pairs' differences (the lowest and highest in parentheses). "
                      "Vanilla Envoy's row is its own run.")

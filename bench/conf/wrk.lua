@@ -2,7 +2,9 @@
 -- WRK_HEADERS_FILE ("Name: value" per line), WRK_BODY_FILE (request body, sent with
 -- Content-Type: application/json), WRK_VARY ("1": every request gets new query-argument and
 -- cookie values, the base values with the request's number appended, as different users and
--- searches would send; headers otherwise stay; WRK_VARY_FROM: the number before the first request).
+-- searches would send; headers otherwise stay; WRK_VARY_FROM: the number before the first request),
+-- WRK_CORPUS (a file of bench/realistic.py: records "<length> <id>\n" + that many bytes of raw
+-- HTTP/1.1; every request is the corpus's next one, in a cycle from record WRK_CORPUS_FROM).
 -- Prints one line "WRK_JSON {...}" (latencies in us).
 local function readfile(p)
   local f = assert(io.open(p, "rb")); local s = f:read("*a"); f:close(); return s
@@ -35,6 +37,25 @@ if os.getenv("WRK_VARY") == "1" then
       h["Cookie"] = (base_cookie:gsub("=([^;]*)", function(v) return "=" .. v .. tag end))
     end
     return wrk.format(nil, path, h)
+  end
+end
+
+local cf = os.getenv("WRK_CORPUS")
+if cf and cf ~= "" then
+  local data = readfile(cf)
+  local corpus, pos = {}, 1
+  while pos <= #data do
+    local nl = data:find("\n", pos, true)
+    local len = nl and tonumber(data:sub(pos, nl - 1):match("^(%d+)"))
+    assert(len, "WRK_CORPUS: bad record at byte " .. pos)
+    corpus[#corpus + 1] = data:sub(nl + 1, nl + len)
+    pos = nl + len + 1
+  end
+  assert(#corpus > 0, "WRK_CORPUS: no request")
+  local n = (tonumber(os.getenv("WRK_CORPUS_FROM") or "") or 0) % #corpus
+  request = function()
+    n = n % #corpus + 1
+    return corpus[n]
   end
 end
 

@@ -25,6 +25,8 @@ fn usage() -> ExitCode {
                                     --request-id: a new x-request-id header in each request, as Envoy adds;
                                     --inflight K: each response phase runs after K later requests, as with K in flight;
                                     --latencies: with --vary or --request-id, percentiles of the requests' times and the slow ones)
+  wafer time CONFIG.json N --corpus FILE.raw [--response FILE]
+                                    mean time per request over N requests of a corpus of bench/realistic.py, in turn
   wafer profile CONFIG.json N METHOD URI [Header: value]... [--body FILE] [--response FILE] [--top K] [--request-id] [--vary]  per-rule time, memoization, rewrite candidates
   wafer crs-test --native [--tests DIR] [--filter REGEX] [-v]
   wafer crs-requests [--tests DIR]      JSON lines {{id, raw (base64)}} of every CRS test stage
@@ -88,6 +90,9 @@ fn check_rules(path: &str) -> Result<(), String> {
 /// other code (see [`evict`]) and report each request's time without that code's own.
 fn time_eval(args: &[String]) -> Result<(), String> {
     let n: u32 = args[1].parse().map_err(|_| "N must be a number")?;
+    if args.get(2).map(String::as_str) == Some("--corpus") {
+        return time_corpus(args);
+    }
     let evicting = args.iter().any(|a| a == "--evict");
     let varying = args.iter().any(|a| a == "--vary");
     let request_ids = args.iter().any(|a| a == "--request-id");
@@ -171,6 +176,56 @@ fn time_eval(args: &[String]) -> Result<(), String> {
         per(alone)
     );
     Ok(())
+}
+
+/// `wafer time CONFIG N --corpus FILE [--response FILE]`: N requests of a corpus file of
+/// bench/realistic.py (records `<length> <id>\n` + raw HTTP/1.1), in turn from the first, each
+/// as the Envoy filter feeds it; with `--response`, phases 3-5 too. The requests are parsed
+/// before the clock starts.
+fn time_corpus(args: &[String]) -> Result<(), String> {
+    let n: u32 = args[1].parse().map_err(|_| "N must be a number")?;
+    let file = args.get(3).ok_or("--corpus needs a file")?;
+    let response = match args.get(4).map(String::as_str) {
+        Some("--response") => Some(read(args.get(5).ok_or("--response needs a file")?)?),
+        Some(other) => return Err(format!("unexpected argument {other:?} after --corpus FILE")),
+        None => None,
+    };
+    let reqs = corpus(&args[0], &read(file)?, response)?;
+    run_req(&reqs[0], false, None)?; // compile outside the timed loop
+    let start = std::time::Instant::now();
+    for r in reqs.iter().cycle().take(n as usize) {
+        run_req(r, false, None)?;
+    }
+    let us = start.elapsed().as_secs_f64() * 1e6 / f64::from(n.max(1));
+    println!("{n} requests of {file} ({} in the corpus, in turn), {us:.1} us each", reqs.len());
+    Ok(())
+}
+
+/// The requests of a corpus file of bench/realistic.py, for the rule set of `config`.
+fn corpus(config: &str, data: &[u8], response: Option<Vec<u8>>) -> Result<Vec<Req>, String> {
+    let mut out = Vec::new();
+    let mut rest = data;
+    while !rest.is_empty() {
+        let nl = rest.iter().position(|&b| b == b'\n').ok_or("corpus: a record without its header line")?;
+        let head = String::from_utf8_lossy(&rest[..nl]).into_owned();
+        let len: usize = head.split(' ').next().and_then(|l| l.parse().ok()).ok_or_else(|| format!("corpus: bad record header {head:?}"))?;
+        let raw = rest.get(nl + 1..nl + 1 + len).ok_or_else(|| format!("corpus: record {head:?} is cut short"))?;
+        let r = wafer_cli::crs::native::parse(raw).ok_or_else(|| format!("corpus: record {head:?} is not an HTTP request"))?;
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        out.push(Req {
+            config: config.to_string(),
+            method: r.method,
+            uri: r.uri,
+            headers: r.headers.iter().map(|(k, v)| (text(k), text(v))).collect(),
+            body: std::rc::Rc::new(r.body),
+            response: response.clone(),
+        });
+        rest = &rest[nl + 1 + len..];
+    }
+    if out.is_empty() {
+        return Err("corpus: no request".into());
+    }
+    Ok(out)
 }
 
 /// A new UUID in `x-request-id` (number `i`), as Envoy adds to every request. Envoy puts it
@@ -644,6 +699,28 @@ fn ids(config: &str) -> Result<(), String> {
         println!("{}", serde_json::json!({"id": id, "status": obs.status, "ids": ids}));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod corpus_tests {
+    /// `wafer time --corpus` reads bench/realistic.py's records: every request with its method,
+    /// headers and body; a record cut short is an error, not a shorter corpus.
+    #[test]
+    fn corpus_records_become_requests() {
+        let get = b"GET /p/x?q=a%20b HTTP/1.1\r\nHost: shop.example.com\r\nCookie: sid=1\r\n\r\n";
+        let post = b"POST /api/v2/cart/items HTTP/1.1\r\nHost: shop.example.com\r\nContent-Type: application/json\r\nContent-Length: 7\r\n\r\n{\"a\":1}";
+        let mut data = format!("{} page/000000\n", get.len()).into_bytes();
+        data.extend_from_slice(get);
+        data.extend_from_slice(format!("{} write/000001\n", post.len()).as_bytes());
+        data.extend_from_slice(post);
+        let reqs = super::corpus("c.json", &data, None).expect("two records");
+        assert_eq!(reqs.len(), 2);
+        assert_eq!((reqs[0].method.as_str(), reqs[0].uri.as_str()), ("GET", "/p/x?q=a%20b"));
+        assert!(reqs[0].headers.iter().any(|(k, v)| k == "Cookie" && v == "sid=1"));
+        assert_eq!((reqs[1].method.as_str(), reqs[1].body.as_slice()), ("POST", &b"{\"a\":1}"[..]));
+        let cut = &data[..data.len() - 3];
+        assert!(super::corpus("c.json", cut, None).is_err(), "a record cut short");
+    }
 }
 
 #[cfg(test)]
