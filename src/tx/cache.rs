@@ -89,18 +89,43 @@ impl Val<'_> {
     }
 }
 
-/// Byte strings by content (see `Cache::contents`).
-type Contents = std::collections::HashSet<Rc<[u8]>, BuildHasherDefault<Fx>>;
+/// Byte strings by content (see `Cache::contents`), what they take charged to the thread's
+/// memory budget (see `tx::budget`) until the cache is emptied.
+#[derive(Default)]
+struct Contents {
+    set: std::collections::HashSet<Rc<[u8]>, BuildHasherDefault<Fx>>,
+    charge: super::budget::Charge,
+}
+
+impl Contents {
+    fn with_capacity(n: usize) -> Contents {
+        Contents { set: std::collections::HashSet::with_capacity_and_hasher(n, Default::default()), charge: Default::default() }
+    }
+
+    fn clear(&mut self) {
+        self.set.clear();
+        self.charge.release();
+    }
+}
+
+/// The literal part of the scans of large contents, by lowercase form (see [`Scan::of`]),
+/// the copies charged to the memory budget as [`Contents`] are.
+#[derive(Default)]
+struct BigLits {
+    map: FxMap<Rc<[u8]>, Satisfied>,
+    charge: super::budget::Charge,
+}
 /// A memoized transformation's key: the value's address and length, and the transformation.
 type TfKey = (usize, usize, Transform);
 
 /// The one shared copy of `b` in `contents`.
 fn share(contents: &mut Contents, b: &[u8]) -> Rc<[u8]> {
-    if let Some(rc) = contents.get(b) {
+    if let Some(rc) = contents.set.get(b) {
         return rc.clone();
     }
     let rc: Rc<[u8]> = Rc::from(b);
-    contents.insert(rc.clone());
+    contents.charge.add(b.len());
+    contents.set.insert(rc.clone());
     rc
 }
 
@@ -154,17 +179,18 @@ impl Scan {
     /// The scan of a new content: a large one runs the automaton only if its lowercase form
     /// was not scanned yet in this transaction (a body and its `t:lowercase`, or its
     /// `t:htmlEntityDecode,t:lowercase`, are the same text for the automaton).
-    fn of(v: &[u8], pf: &Prefilter, big: &mut FxMap<Rc<[u8]>, Satisfied>) -> Scan {
+    fn of(v: &[u8], pf: &Prefilter, big: &mut BigLits) -> Scan {
         if v.len() < BIG_SCAN {
             return Scan::new(v, pf);
         }
         let lower: std::borrow::Cow<'_, [u8]> =
             if v.iter().any(u8::is_ascii_uppercase) { std::borrow::Cow::Owned(v.to_ascii_lowercase()) } else { std::borrow::Cow::Borrowed(v) };
-        let mut lits = big.get(lower.as_ref()).cloned();
+        let mut lits = big.map.get(lower.as_ref()).cloned();
         let known = lits.is_some();
         let s = pf.scan_with_lowercase(v, &lower, &mut lits);
         if let (false, Some(l)) = (known, lits) {
-            big.insert(Rc::from(lower.as_ref()), l);
+            big.charge.add(lower.len());
+            big.map.insert(Rc::from(lower.as_ref()), l);
         }
         Scan(s)
     }
@@ -1100,7 +1126,7 @@ pub(crate) struct Cache {
     finals: Vec<Final>,
     scans: FxMap<(usize, usize), Rc<Scan>>,
     /// The literal part of the scans of large contents, by lowercase form (see [`Scan::of`]).
-    big_lits: FxMap<Rc<[u8]>, Satisfied>,
+    big_lits: BigLits,
     sqli: FxMap<(usize, usize), Option<Rc<str>>>,
     xss: FxMap<(usize, usize), bool>,
     /// Entries of transformation results used by this transaction (kept alive: see
@@ -1116,6 +1142,8 @@ pub(crate) struct Cache {
     /// lowercase form when it had no capitals, two chains with the same result) share one
     /// allocation, so the address-keyed memos above compute once per distinct content.
     contents: Contents,
+    /// The memory budget the transaction using these tables runs under (see `tx::budget`).
+    pub budget_limit: usize,
     /// Hit/miss counters (always kept: a few additions per value).
     pub stats: CacheStats,
     /// Per (targets, chain) group use, only while profiling.
@@ -1226,10 +1254,11 @@ impl Cache {
             chains: FxMap::with_capacity_and_hasher(n(64), Default::default()),
             finals: Vec::with_capacity(n(64)),
             scans: FxMap::with_capacity_and_hasher(n(64), Default::default()),
-            big_lits: FxMap::default(),
+            big_lits: BigLits::default(),
             sqli: FxMap::with_capacity_and_hasher(n(32), Default::default()),
             xss: FxMap::with_capacity_and_hasher(n(32), Default::default()),
-            contents: Contents::with_capacity_and_hasher(n(128), Default::default()),
+            contents: Contents::with_capacity(n(128)),
+            budget_limit: super::budget::DEFAULT,
             held: Vec::new(),
             held_lists: Vec::new(),
             held_groups: Vec::new(),
@@ -1243,13 +1272,20 @@ impl Cache {
     /// Memoized entries held (transformations, scans, interned values, libinjection verdicts).
     #[cfg(test)]
     pub(crate) fn memo_entries(&self) -> usize {
-        self.raw.len() + self.tf.len() + self.chains.len() + self.finals.len() + self.scans.len() + self.contents.len() + self.sqli.len() + self.xss.len()
+        self.raw.len() + self.tf.len() + self.chains.len() + self.finals.len() + self.scans.len() + self.contents.set.len() + self.sqli.len() + self.xss.len()
+    }
+
+    /// Whether the thread's transactions hold more than the memory budget these tables run
+    /// under (see `tx::budget`): the byte strings made since the last rule would have
+    /// passed it, and the phase stops.
+    pub(crate) fn over_budget(&self) -> bool {
+        super::budget::held() > self.budget_limit
     }
 
     /// Whether no table grew past [`SPARE_MAX_ENTRIES`]: worth keeping for the next
     /// transaction once cleared.
     pub(crate) fn keepable(&self) -> bool {
-        [self.raw.capacity(), self.tf.capacity(), self.chains.capacity(), self.scans.capacity(), self.contents.capacity(), self.finals.capacity()]
+        [self.raw.capacity(), self.tf.capacity(), self.chains.capacity(), self.scans.capacity(), self.contents.set.capacity(), self.finals.capacity()]
             .iter()
             .all(|&n| n <= SPARE_MAX_ENTRIES)
     }
@@ -1259,7 +1295,7 @@ impl Cache {
     pub(crate) fn reserve(&mut self, values: usize) {
         let values = values.min(1 << 16);
         self.raw.reserve(2 * values);
-        self.contents.reserve(4 * values);
+        self.contents.set.reserve(4 * values);
         self.scans.reserve(2 * values);
         self.chains.reserve(4 * values);
         self.finals.reserve(4 * values);
@@ -1298,7 +1334,8 @@ impl Cache {
         for (_, sc) in self.scans.drain() {
             put(&mut self.pools.scans, sc, |_| true);
         }
-        self.big_lits.clear();
+        self.big_lits.map.clear();
+        self.big_lits.charge.release();
         self.sqli.clear();
         self.xss.clear();
         self.contents.clear();
