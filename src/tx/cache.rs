@@ -155,6 +155,16 @@ fn memo<T: Clone>(map: &mut FxMap<(usize, usize), T>, contents: &mut Contents, c
     r
 }
 
+/// From this length on a chain runs through the memo of single steps (see
+/// [`Cache::chain_by_steps`]); below it a lookup per step costs more than the steps, which
+/// mostly leave a value unchanged.
+const PREFIX_MEMO_MIN: usize = 4096;
+
+/// Whether `rc` is other bytes than `v`'s (by address: both are stable).
+fn cur_differs(rc: &Rc<[u8]>, v: &Val<'_>) -> bool {
+    addr_key(rc) != v.key()
+}
+
 /// The memo key of stable bytes: their address, except that every empty value is one key.
 fn addr_key(b: &[u8]) -> (usize, usize) {
     if b.is_empty() {
@@ -226,6 +236,21 @@ pub(crate) fn same_bytes(a: &[u8], b: &[u8]) -> bool {
 /// The set of bytes in `v` (for transformation triggers).
 pub(crate) fn byte_set(v: &[u8]) -> [u64; 4] {
     let mut s = [0u64; 4];
+    if v.len() > 4096 {
+        // A large value: a flag per byte value (no chain of dependent updates), folded after.
+        let mut seen = [false; 256];
+        for &b in v {
+            if let Some(f) = seen.get_mut(usize::from(b)) {
+                *f = true;
+            }
+        }
+        for (b, _) in seen.iter().enumerate().filter(|(_, &f)| f) {
+            if let Some(w) = s.get_mut(b >> 6) {
+                *w |= 1u64 << (b & 63);
+            }
+        }
+        return s;
+    }
     for &b in v {
         if let Some(w) = s.get_mut(usize::from(b >> 6)) {
             *w |= 1u64 << (b & 63);
@@ -1494,27 +1519,55 @@ impl Cache {
             };
             return (out, i);
         }
-        // Steps are applied directly: most leave a benign value unchanged
-        // (no copy), which costs less than a memo lookup per step.
-        let mut owned: Option<Vec<u8>> = None;
-        let mut have = bytes;
-        for (i, &t) in tfs.iter().enumerate() {
-            if have.is_some_and(|h| untouched(&h, triggers.get(i).unwrap_or(&None))) {
-                continue;
+        let val = if v.bytes().len() >= PREFIX_MEMO_MIN {
+            self.chain_by_steps(&v, tfs, triggers, bytes)
+        } else {
+            // Steps are applied directly: most leave a benign value unchanged
+            // (no copy), which costs less than a memo lookup per step.
+            let mut owned: Option<Vec<u8>> = None;
+            let mut have = bytes;
+            for (i, &t) in tfs.iter().enumerate() {
+                if have.is_some_and(|h| untouched(&h, triggers.get(i).unwrap_or(&None))) {
+                    continue;
+                }
+                let input: &[u8] = owned.as_deref().unwrap_or(v.bytes());
+                if let std::borrow::Cow::Owned(o) = t.apply(input) {
+                    // The byte set is not recomputed: later steps all run.
+                    have = None;
+                    owned = Some(o);
+                }
             }
-            let input: &[u8] = owned.as_deref().unwrap_or(v.bytes());
-            if let std::borrow::Cow::Owned(o) = t.apply(input) {
-                // The byte set is not recomputed: later steps all run.
-                have = None;
-                owned = Some(o);
-            }
-        }
-        let val: Option<Rc<[u8]>> = owned.map(|o| self.share(&o));
+            owned.map(|o| self.share(&o))
+        };
         self.stats.chains_computed += 1;
         let i = self.finals.len();
         self.finals.push(Final { val: val.clone(), scan: None });
         self.chains.insert(key, i);
         (val.map(Val::R).unwrap_or(v), i)
+    }
+
+    /// A chain on a large stable value, step by step through the memo of single steps
+    /// ([`Cache::apply`]): chains with a common prefix (`t:utf8toUnicode,t:urlDecodeUni`
+    /// begins a dozen CRS chains) compute it once, so each distinct prefix costs one pass
+    /// over the value, not each chain. The result when it differs from `v`.
+    fn chain_by_steps(&mut self, v: &Val<'_>, tfs: &[Transform], triggers: &[Option<[u64; 4]>], bytes: Option<[u64; 4]>) -> Option<Rc<[u8]>> {
+        let mut cur = v.clone();
+        let mut have = bytes;
+        for (i, &t) in tfs.iter().enumerate() {
+            if have.is_some_and(|h| untouched(&h, triggers.get(i).unwrap_or(&None))) {
+                continue;
+            }
+            let before = cur.key();
+            cur = self.apply(cur, t);
+            if cur.key() != before {
+                // The byte set is not recomputed: later steps all run.
+                have = None;
+            }
+        }
+        match cur {
+            Val::R(rc) if cur_differs(&rc, v) => Some(rc),
+            _ => None,
+        }
     }
 
     /// The prefilter scan of a chain result (computed once).
@@ -1545,7 +1598,13 @@ impl Cache {
             Some(e) => e,
             None => {
                 let raw = self.share(b);
-                reuse(&mut self.pools.interned, Interned::new(raw, false))
+                let mut e = Interned::new(raw, false);
+                // A large request value's bytes too: chains skip the steps that cannot change
+                // it (most, on a long run of plain text), one pass instead of one per step.
+                if e.raw.len() > 4096 {
+                    e.bytes = byte_set(&e.raw);
+                }
+                reuse(&mut self.pools.interned, e)
             }
         };
         self.raw.insert(key, i.clone());
