@@ -24,6 +24,9 @@ pub(crate) struct Metrics {
     transactions: Option<u32>,
     interruptions: Option<u32>,
     errors: Option<u32>,
+    /// Transactions over the memory budget (`wafer::tx::budget`: refused with 413, or
+    /// inspected in part).
+    over_budget: Option<u32>,
     /// (rule id, phase) -> counter id (`None` when the host refused to define it; not retried).
     per_rule: RefCell<HashMap<(u64, u8), Option<u32>>>,
     /// Transactions not yet added to the host's counter (see [`Metrics::transaction`]).
@@ -41,6 +44,7 @@ impl Metrics {
             transactions: counter("transactions"),
             interruptions: counter("interruptions"),
             errors: counter("errors"),
+            over_budget: counter("over_budget"),
             prefix,
             per_rule: RefCell::new(HashMap::new()),
             pending: Cell::new(0),
@@ -67,6 +71,12 @@ impl Metrics {
     pub(crate) fn error(&self) {
         self.flush();
         increment(self.errors);
+    }
+
+    /// Counts a transaction that passed the memory budget.
+    pub(crate) fn over_budget(&self) {
+        self.flush();
+        increment(self.over_budget);
     }
 
     pub(crate) fn interruption(&self, rule_id: Option<u64>, phase: u8) {

@@ -110,7 +110,7 @@ fn memory_budget(n: usize) -> Result<usize, String> {
     if (MIN..=MAX).contains(&n) {
         Ok(n)
     } else {
-        Err(format!("memory_budget_bytes: {n} is outside {MIN}..={MAX} (1 MiB to 512 MiB)"))
+        Err(format!("memory_budget_bytes: {n} is outside {MIN}..={MAX} (1 MiB to 384 MiB)"))
     }
 }
 
@@ -263,7 +263,7 @@ mod tests {
         assert!(e.msg.contains("not in directives_map"));
         let e = Waf::from_json(br#"{"directive_map":{}}"#).err().unwrap();
         assert!(e.msg.contains("unknown field"), "{e}");
-        for bad in ["1000", "0", "1073741824", "-1", "\"128M\"", "1.5"] {
+        for bad in ["1000", "0", "402653185", "-1", "\"128M\"", "1.5"] {
             let json = format!(r#"{{"rules":["SecRuleEngine On"],"memory_budget_bytes":{bad}}}"#);
             let e = Waf::from_json(json.as_bytes()).err().unwrap_or_else(|| panic!("{bad} accepted"));
             assert!(e.msg.contains("memory_budget_bytes"), "{bad}: {e}");

@@ -36,16 +36,18 @@
 
 use std::cell::Cell;
 
-/// The budget when the configuration sets none: 128 MiB per VM (worker thread). With
-/// Envoy's own copy of the bodies it holds for us, a worker then grows by at most a few
-/// hundred MiB whatever its requests (docs/limits.md has the measurements).
-pub const DEFAULT: usize = 128 << 20;
+/// The budget when the configuration sets none: 64 MiB per VM (worker thread). A VM's
+/// linear memory then peaks at about twice that under the worst requests (what one rule
+/// makes before the phase stops, transient copies, the allocator's fragmentation), and
+/// Envoy holds its own copy of the bodies held: a worker grows by under 200 MiB whatever
+/// its requests (docs/limits.md has the measurements).
+pub const DEFAULT: usize = 64 << 20;
 
 /// The smallest and largest budgets a configuration may set: below 1 MiB ordinary bodies
-/// would be refused; above 512 MiB the headroom a V8 VM needs above the budget (its linear
-/// memory stops at 1 GiB) is no longer there.
+/// would be refused; above 384 MiB the linear memory of a V8 VM (about twice the budget at
+/// its peak) could reach its 1 GiB end.
 pub const MIN: usize = 1 << 20;
-pub const MAX: usize = 512 << 20;
+pub const MAX: usize = 384 << 20;
 
 thread_local! {
     /// Bytes charged by the thread's live [`Charge`]s.
@@ -132,14 +134,23 @@ impl Drop for Charge {
 
 /// Appends `chunk` to `buf`, its growth charged to `charge` within `limit` before it is
 /// allocated, and the allocation itself fallible: false (nothing appended, nothing charged)
-/// when the growth does not fit the budget or the memory cannot be had. The buffer doubles
-/// while the doubling fits, else grows by what the chunk needs.
-pub(crate) fn append(buf: &mut Vec<u8>, chunk: &[u8], charge: &mut Charge, limit: usize) -> bool {
+/// when the growth does not fit the budget or the memory cannot be had. The buffer grows to
+/// `expected` bytes at once when the chunk fits in them (the length the body announced:
+/// one allocation, none of the copies and freed blocks of doubling), else doubles while the
+/// doubling fits, else grows by what the chunk needs.
+pub(crate) fn append(buf: &mut Vec<u8>, chunk: &[u8], charge: &mut Charge, limit: usize, expected: usize) -> bool {
     let need = buf.len().saturating_add(chunk.len());
     let cap = buf.capacity();
     if need > cap {
+        let room = room(limit);
         let doubled = need.max(cap.saturating_mul(2)).max(16 * 1024);
-        let target = if doubled - cap <= room(limit) { doubled } else { need };
+        let target = if expected >= need && expected - cap <= room {
+            expected
+        } else if doubled - cap <= room {
+            doubled
+        } else {
+            need
+        };
         if !charge.try_add(target - cap, limit) {
             return false;
         }
@@ -185,19 +196,28 @@ mod tests {
         let limit = base + 100_000;
         let mut buf = Vec::new();
         let mut c = Charge::default();
-        assert!(append(&mut buf, &[b'a'; 10_000], &mut c, limit));
+        assert!(append(&mut buf, &[b'a'; 10_000], &mut c, limit, 0));
         assert_eq!(c.bytes(), buf.capacity(), "the capacity is what is charged");
         // Doubling while it fits, then exactly what the data needs.
-        while append(&mut buf, &[b'b'; 10_000], &mut c, limit) {
+        while append(&mut buf, &[b'b'; 10_000], &mut c, limit, 0) {
             assert_eq!(c.bytes(), buf.capacity());
             assert!(held() <= limit);
         }
         assert!(buf.len() <= 100_000 && buf.len() >= 90_000, "{}", buf.len());
         let len = buf.len();
-        assert!(!append(&mut buf, &[b'c'; 20_000], &mut c, limit));
+        assert!(!append(&mut buf, &[b'c'; 20_000], &mut c, limit, 0));
         assert_eq!(buf.len(), len, "a refused chunk leaves the buffer as it was");
         assert!(buf.iter().all(|&b| b == b'a' || b == b'b'));
         drop(c);
         assert_eq!(held(), base);
+        // An announced length is allocated at once, when it fits.
+        let (mut buf, mut c) = (Vec::new(), Charge::default());
+        assert!(append(&mut buf, &[b'a'; 1000], &mut c, limit, 50_000));
+        assert_eq!((buf.capacity(), c.bytes()), (50_000, 50_000));
+        assert!(append(&mut buf, &[b'a'; 49_000], &mut c, limit, 50_000));
+        assert_eq!(buf.capacity(), 50_000, "no growth after");
+        let (mut buf, mut c) = (Vec::new(), Charge::default());
+        assert!(append(&mut buf, &[b'a'; 1000], &mut c, limit, 1 << 30));
+        assert!(buf.capacity() < 100_000, "an announced length past the budget is not allocated");
     }
 }

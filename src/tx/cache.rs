@@ -114,6 +114,8 @@ impl Contents {
 struct BigLits {
     map: FxMap<Rc<[u8]>, Satisfied>,
     charge: super::budget::Charge,
+    /// The memory budget of the cache's transaction (see [`Cache::set_budget`]).
+    limit: usize,
 }
 /// A memoized transformation's key: the value's address and length, and the transformation.
 type TfKey = (usize, usize, Transform);
@@ -198,7 +200,8 @@ impl Scan {
         let mut lits = big.map.get(lower.as_ref()).cloned();
         let known = lits.is_some();
         let s = pf.scan_with_lowercase(v, &lower, &mut lits);
-        if let (false, Some(l)) = (known, lits) {
+        // Past the memory budget (see `tx::budget`) the lowercase form is not kept.
+        if let (false, Some(l), false) = (known, lits, super::budget::held() > big.limit) {
             big.charge.add(lower.len());
             big.map.insert(Rc::from(lower.as_ref()), l);
         }
@@ -1168,7 +1171,7 @@ pub(crate) struct Cache {
     /// allocation, so the address-keyed memos above compute once per distinct content.
     contents: Contents,
     /// The memory budget the transaction using these tables runs under (see `tx::budget`).
-    pub budget_limit: usize,
+    budget_limit: usize,
     /// Hit/miss counters (always kept: a few additions per value).
     pub stats: CacheStats,
     /// Per (targets, chain) group use, only while profiling.
@@ -1279,7 +1282,7 @@ impl Cache {
             chains: FxMap::with_capacity_and_hasher(n(64), Default::default()),
             finals: Vec::with_capacity(n(64)),
             scans: FxMap::with_capacity_and_hasher(n(64), Default::default()),
-            big_lits: BigLits::default(),
+            big_lits: BigLits { limit: super::budget::DEFAULT, ..BigLits::default() },
             sqli: FxMap::with_capacity_and_hasher(n(32), Default::default()),
             xss: FxMap::with_capacity_and_hasher(n(32), Default::default()),
             contents: Contents::with_capacity(n(128)),
@@ -1298,6 +1301,12 @@ impl Cache {
     #[cfg(test)]
     pub(crate) fn memo_entries(&self) -> usize {
         self.raw.len() + self.tf.len() + self.chains.len() + self.finals.len() + self.scans.len() + self.contents.set.len() + self.sqli.len() + self.xss.len()
+    }
+
+    /// Makes `limit` the memory budget these tables run under (see `tx::budget`).
+    pub(crate) fn set_budget(&mut self, limit: usize) {
+        self.budget_limit = limit;
+        self.big_lits.limit = limit;
     }
 
     /// Whether the thread's transactions hold more than the memory budget these tables run
@@ -1556,6 +1565,12 @@ impl Cache {
         for (i, &t) in tfs.iter().enumerate() {
             if have.is_some_and(|h| untouched(&h, triggers.get(i).unwrap_or(&None))) {
                 continue;
+            }
+            // Past the memory budget the phase stops after this rule, and the transaction
+            // is refused (see `tx::budget`): no more copies of a value too long to be a memo
+            // entry (what is made of it here is not recorded beyond this transaction).
+            if v.bytes().len() > MEMO_VALUE_MAX && self.over_budget() {
+                break;
             }
             let before = cur.key();
             cur = self.apply(cur, t);

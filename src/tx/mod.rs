@@ -200,7 +200,7 @@ fn spare_cache(side: usize, rules: usize, limit: usize) -> Box<cache::Cache> {
         .ok()
         .flatten()
         .unwrap_or_else(|| Box::new(cache::Cache::sized(rules)));
-    c.budget_limit = limit;
+    c.set_budget(limit);
     c
 }
 
@@ -671,16 +671,24 @@ impl Transaction {
 
     /// Appends `chunk` to the request body (`request`) or the response body within the
     /// bodies' part of the memory budget (see [`budget`]): its bytes, and as much again
-    /// reserved for its inspection (the request body's parse, when it will be parsed; the
+    /// reserved for its inspection (the request body's parse, when it will be parsed: for a
+    /// multipart body, whose files are not kept, up to `SecRequestBodyNoFilesLimit`; the
     /// copy phase 4 makes of the response body). False (nothing kept) when that does not fit.
     fn keep_body(&mut self, chunk: &[u8], request: bool) -> bool {
         let share = budget::for_bodies(self.rs.settings.memory_budget);
-        let reserve = if !request || self.req.body_processor(self.body_processor.as_deref()).is_some() { chunk.len() } else { 0 };
+        let reserve = match (request, self.req.body_processor(self.body_processor.as_deref())) {
+            (false, _) => chunk.len(),
+            (true, None) => 0,
+            (true, Some("MULTIPART")) => chunk.len().min(self.rs.settings.request_body_no_files_limit.saturating_sub(self.request_reserved)),
+            (true, Some(_)) => chunk.len(),
+        };
         if !self.held.try_add(reserve, share) {
             return false;
         }
+        let expected = if request { self.req.content_length() } else { None };
+        let expected = expected.filter(|&n| n <= self.rs.settings.request_body_limit || self.rs.settings.request_body_limit == 0).unwrap_or(0);
         let buf = if request { &mut self.req.body } else { &mut self.req.response_body };
-        if !budget::append(buf, chunk, &mut self.held, share) {
+        if !budget::append(buf, chunk, &mut self.held, share, expected) {
             self.held.sub(reserve);
             return false;
         }
@@ -696,7 +704,7 @@ impl Transaction {
         let room = budget::room(budget::for_bodies(self.rs.settings.memory_budget));
         let buf = if request { &self.req.body } else { &self.req.response_body };
         let spare = buf.capacity().saturating_sub(buf.len());
-        let reserves = !request || self.req.body_processor(self.body_processor.as_deref()).is_some();
+        let reserves = !request || matches!(self.req.body_processor(self.body_processor.as_deref()), Some(p) if p != "MULTIPART");
         let fits = if reserves { room.min(room.saturating_add(spare) / 2) } else { room.saturating_add(spare) };
         let part = chunk.get(..fits.min(chunk.len())).unwrap_or_default();
         if self.keep_body(part, request) {

@@ -415,6 +415,11 @@ impl Request {
         self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v)
     }
 
+    /// The body length the `Content-Length` header announces, if it is a number.
+    pub(crate) fn content_length(&self) -> Option<usize> {
+        std::str::from_utf8(self.header(b"content-length")?).ok()?.trim().parse().ok()
+    }
+
     /// The processor chosen from Content-Type when no `ctl:requestBodyProcessor`
     /// chose one: URLENCODED, MULTIPART (as ModSecurity) and JSON (wafer also
     /// parses JSON bodies without a ctl rule, so `ARGS` covers them).

@@ -17,8 +17,10 @@
 //! - `protect`: IP lists, rate limits, behaviour scoring, hardening, request log (two workers);
 //! - `hostile`: hostile requests against the full CRS, then the VM is still alive;
 //! - `failure_policy`: Envoy's `failure_policy` when the VM crashes, bad rules, Envoy's buffer.
+//! - `budget`: the memory budget: bodies held at once past it get 413, counted and logged.
 //! - `precompiled`: the module with V8's compiled code for this Envoy (`make wasm-precompiled`).
 
+mod budget;
 mod cases;
 mod config_errors;
 mod custom_rules;

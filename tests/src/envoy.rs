@@ -447,6 +447,11 @@ impl Envoy {
         self.live.as_ref()
     }
 
+    /// The process id (for reading its memory in /proc).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Whether the process is still running.
     pub fn running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
