@@ -465,47 +465,10 @@ fn sample_rss(pid: u32, stop: Arc<AtomicBool>, peak: Arc<AtomicU64>) -> std::thr
     })
 }
 
-/// A bootstrap like `envoy::bootstrap`, with the listener's and the cluster's buffer limit
-/// at 100 MiB (bodies up to `SecRequestBodyLimit` fit; the issue's setup).
+/// The bootstrap for `plugin_config`, with the listener's and the cluster's buffer limit at
+/// 100 MiB (bodies up to `SecRequestBodyLimit` fit; the issue's setup).
 fn yaml(setup: &Setup, upstream: SocketAddr, plugin_config: &str) -> String {
-    format!(
-        r#"admin:
-  address: {{ socket_address: {{ address: 127.0.0.1, port_value: 0 }} }}
-static_resources:
-  listeners:
-  - name: main
-    address: {{ socket_address: {{ address: 127.0.0.1, port_value: 0 }} }}
-    per_connection_buffer_limit_bytes: 104857600
-    filter_chains:
-    - filters:
-      - name: envoy.filters.network.http_connection_manager
-        typed_config:
-          "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
-          stat_prefix: ingress
-          route_config:
-            virtual_hosts:
-            - name: all
-              domains: ["*"]
-              routes:
-              - match: {{ prefix: "/" }}
-                route: {{ cluster: upstream, timeout: 60s }}
-{filters}
-  clusters:
-  - name: upstream
-    connect_timeout: 2s
-    type: STATIC
-    per_connection_buffer_limit_bytes: 104857600
-    load_assignment:
-      cluster_name: upstream
-      endpoints:
-      - lb_endpoints:
-        - endpoint:
-            address: {{ socket_address: {{ address: {ip}, port_value: {port} }} }}
-"#,
-        filters = envoy::wafer_http_filters(&setup.wasm, plugin_config),
-        ip = upstream.ip(),
-        port = upstream.port(),
-    )
+    envoy::bootstrap_buffered(&setup.wasm, plugin_config, upstream, Some(100 << 20))
 }
 
 fn through_envoy(filter: &str, failures: &mut Vec<String>) {
