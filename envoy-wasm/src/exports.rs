@@ -85,10 +85,17 @@ pub extern "C" fn _initialize() {
     unsafe { __wasm_call_ctors() }
 }
 
-/// The host asks for `size` bytes it will fill and hand back (host calls returning data).
+/// The host asks for `size` bytes it will fill and hand back (host calls returning data):
+/// what a `Vec<u8>` of capacity `size` would allocate, taken back as one (see
+/// `hostcalls::taken`). Null when the memory cannot be had (the linear memory cannot grow):
+/// the host then fails the call it was making (`InvalidMemoryAccess`), which the callers
+/// answer, instead of the VM trapping on a failed allocation.
 #[no_mangle]
 pub extern "C" fn proxy_on_memory_allocate(size: usize) -> *mut u8 {
-    let mut v: Vec<u8> = Vec::with_capacity(size);
+    let mut v: Vec<u8> = Vec::new();
+    if v.try_reserve_exact(size).is_err() {
+        return std::ptr::null_mut();
+    }
     let p = v.as_mut_ptr();
     std::mem::forget(v);
     p

@@ -28,6 +28,9 @@ pub(crate) struct Metrics<H: Host> {
     transactions: Option<H::Counter>,
     interruptions: Option<H::Counter>,
     errors: Option<H::Counter>,
+    /// Transactions over the memory budget (`wafer::tx::budget`: refused with 413, or
+    /// inspected in part).
+    over_budget: Option<H::Counter>,
     per_rule_family: Option<H::Family>,
     per_rule: PerRule<H::Counter>,
     /// Transactions not yet added to the host's counter (see [`Metrics::transaction`]).
@@ -48,6 +51,7 @@ impl<H: Host> Metrics<H> {
             transactions: counter("transactions"),
             interruptions: counter("interruptions"),
             errors: counter("errors"),
+            over_budget: counter("over_budget"),
             per_rule_family: host.define_family(&format!("{prefix}.rule_interruptions"), RULE_LABELS),
             per_rule: Mutex::new(HashMap::new()),
             pending: AtomicU64::new(0),
@@ -74,6 +78,12 @@ impl<H: Host> Metrics<H> {
     pub(crate) fn error(&self, host: &H) {
         self.flush(host);
         increment(host, &self.errors);
+    }
+
+    /// Counts a transaction that passed the memory budget.
+    pub(crate) fn over_budget(&self, host: &H) {
+        self.flush(host);
+        increment(host, &self.over_budget);
     }
 
     pub(crate) fn interruption(&self, host: &H, rule_id: Option<u64>, phase: u8) {

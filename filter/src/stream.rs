@@ -41,6 +41,10 @@ use crate::quiet::{Candidate, Record, Verdict};
 use crate::root::Shared;
 use crate::sync::lock;
 
+/// The most of a held body read from the host at once (Envoy's reads are 16 KiB to 1 MiB;
+/// a stream whose body came before its transaction, see [`crate::quiet`], has all of it).
+const BODY_SLICE: usize = 64 * 1024;
+
 /// Where a body stands for the engine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Body {
@@ -249,18 +253,34 @@ impl<H: Host> Stream<H> {
         }
     }
 
-    /// Feeds the new part of a held body; `Some(action)` ends the collection.
+    /// Feeds the new part of a held body, read from the host in slices of at most
+    /// [`BODY_SLICE`] (what the VM holds of it besides the engine's copy); `Some(action)`
+    /// ends the collection.
     fn feed_body(&mut self, io: &mut impl StreamHost, side: Side, body_size: usize) -> Option<Action> {
-        let Body::Collecting { fed } = *self.body(side) else {
-            return Some(Action::Continue);
-        };
-        match read_new_body(io, side, fed, body_size) {
-            Ok(Some(chunk)) => self.feed_chunk(io, side, &chunk),
-            Ok(None) => None,
-            Err(status) => {
-                // Inspect what we have rather than hang the stream.
-                self.count_error(&format!("cannot read the {side:?} body: {status:?}"));
-                Some(self.finish_body(io, side))
+        loop {
+            let Body::Collecting { fed } = *self.body(side) else {
+                return Some(Action::Continue);
+            };
+            let end = body_size.min(fed.saturating_add(BODY_SLICE));
+            match read_new_body(io, side, fed, end) {
+                Ok(Some(chunk)) if !chunk.is_empty() => {
+                    if let Some(action) = self.feed_chunk(io, side, &chunk) {
+                        return Some(action);
+                    }
+                }
+                Ok(_) => return None,
+                Err(status) => {
+                    // The host could not give the body (the VM's memory could not grow, or
+                    // another failure): the stream is refused, not passed half inspected.
+                    self.count_error(&format!("cannot read the {side:?} body: {status:?}"));
+                    *self.body(side) = Body::Done;
+                    let (status, phase) = match side {
+                        Side::Request => (413, 2),
+                        Side::Response => (500, 4),
+                    };
+                    let refusal = Interruption { status, rule_id: None, phase, action: InterruptAction::Deny };
+                    return Some(self.interrupt(io, side, &refusal));
+                }
             }
         }
     }
@@ -774,6 +794,9 @@ impl<H: Host> Stream<H> {
     pub fn on_end(&mut self) {
         if let Some(tx) = self.tx.as_mut() {
             tx.process_logging();
+            if let (true, Some(shared)) = (tx.over_budget(), self.shared.as_ref()) {
+                shared.metrics.over_budget(&shared.host);
+            }
             match self.shared.as_ref().filter(|_| tx.quiet()) {
                 Some(shared) => self.quiet.become_record(&mut lock(&shared.quiet), tx.ruleset()),
                 None => self.quiet.disarm(),

@@ -8,6 +8,7 @@ fuzz_target!(|data: &[u8]| {
     let limits = JsonLimits {
         max_depth: usize::from(first & 0x0f) * 4 + 1,
         max_args: usize::from(first >> 4) * 16,
+        max_output: usize::MAX,
     };
     let mut out = Vec::new();
     let _ = parse(input, &limits, &mut out);

@@ -41,6 +41,9 @@ pub struct JsonLimits {
     /// minus arguments already present).  Further values are parsed and
     /// validated but not pushed, as ModSecurity skips arguments over the limit.
     pub max_args: usize,
+    /// Most bytes of argument names and values to push (the room the memory budget leaves:
+    /// see `tx::budget`); past it the parse stops with [`OVER_BUDGET`].
+    pub max_output: usize,
 }
 
 impl Default for JsonLimits {
@@ -49,6 +52,7 @@ impl Default for JsonLimits {
         JsonLimits {
             max_depth: 512,
             max_args: 1000,
+            max_output: usize::MAX,
         }
     }
 }
@@ -61,6 +65,9 @@ pub const OUTPUT_FACTOR: usize = 64;
 pub const OUTPUT_FLOOR: usize = 1 << 20;
 
 const PREFIX: &str = "JSON parsing error: ";
+
+/// The error of a parse stopped by [`JsonLimits::max_output`].
+pub const OVER_BUDGET: &str = "JSON parsing error: argument names and values exceed the memory budget";
 
 /// Parse `input` as JSON, appending `(name, value)` arguments to `out` in
 /// document order.
@@ -686,6 +693,9 @@ impl<'a> Parser<'a> {
                 .out_bytes
                 .saturating_add(len)
                 .saturating_add(value.len());
+            if self.out_bytes > self.limits.max_output {
+                return Err(BodyError::new(OVER_BUDGET));
+            }
             if self.out_bytes > self.out_cap {
                 return Err(BodyError::new(format!(
                     "{PREFIX}argument names and values exceed {} bytes",
@@ -715,6 +725,7 @@ mod tests {
         JsonLimits {
             max_depth: 512,
             max_args: 100_000,
+            max_output: usize::MAX,
         }
     }
 
@@ -980,6 +991,7 @@ mod tests {
         let l = JsonLimits {
             max_depth: 3,
             max_args: 10,
+            max_output: usize::MAX,
         };
         assert_eq!(
             run_bytes(br#"{"a":{"b":[1]}}"#, &l).unwrap(),
@@ -992,6 +1004,7 @@ mod tests {
         let zero = JsonLimits {
             max_depth: 0,
             max_args: 10,
+            max_output: usize::MAX,
         };
         assert_eq!(run_bytes(b"5", &zero).unwrap(), vec![p("json", "5")]);
         assert!(run_bytes(b"[]", &zero).is_err());
@@ -1002,6 +1015,7 @@ mod tests {
         let l = JsonLimits {
             max_depth: 10,
             max_args: 2,
+            max_output: usize::MAX,
         };
         assert_eq!(
             run_bytes(b"[1,2,3,4]", &l).unwrap(),
@@ -1020,6 +1034,7 @@ mod tests {
         let l = JsonLimits {
             max_depth: usize::MAX,
             max_args: 10,
+            max_output: usize::MAX,
         };
         assert_eq!(run_bytes(&s, &l).unwrap(), vec![]);
         let mut objs = Vec::new();
@@ -1062,6 +1077,7 @@ mod tests {
         let l = JsonLimits {
             max_depth: 8,
             max_args: 1000,
+            max_output: usize::MAX,
         };
         let out = run_bytes(&s, &l).unwrap();
         assert_eq!(out.len(), 1000);
@@ -1079,6 +1095,7 @@ mod tests {
         let l = JsonLimits {
             max_depth: 8,
             max_args: usize::MAX,
+            max_output: usize::MAX,
         };
         let e = run_bytes(s.as_bytes(), &l).unwrap_err();
         assert!(e.contains("exceed"), "{e}");

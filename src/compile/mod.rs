@@ -61,6 +61,9 @@ pub struct Settings {
     pub response_body_limit_action: LimitAction,
     pub response_body_mime_types: Vec<String>,
     pub component_signatures: Vec<String>,
+    /// What the transactions in flight on one thread may hold (see `tx::budget`): the
+    /// plugin configuration's `memory_budget_bytes`.
+    pub memory_budget: usize,
 }
 
 impl Default for Settings {
@@ -78,6 +81,7 @@ impl Default for Settings {
             response_body_limit_action: LimitAction::ProcessPartial,
             response_body_mime_types: vec!["text/plain".into(), "text/html".into()],
             component_signatures: Vec::new(),
+            memory_budget: crate::tx::budget::DEFAULT,
         }
     }
 }

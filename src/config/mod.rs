@@ -46,6 +46,11 @@ pub struct PluginConfig {
     pub behaviour_scoring: Option<protect::ScoringConfig>,
     pub hardening: Option<protect::HardeningConfig>,
     pub request_log: Option<protect::RequestLogConfig>,
+    /// What the transactions in flight on one VM (worker thread) may hold, in bytes (see
+    /// `tx::budget`; docs/limits.md): bodies, parsed bodies, transformation results. A
+    /// request that would pass it gets 413 (or its body inspected in part, with
+    /// `SecRequestBodyLimitAction ProcessPartial`). Default [`crate::tx::budget::DEFAULT`].
+    pub memory_budget_bytes: Option<usize>,
     /// For tests of Envoy's `failure_policy` only: a request carrying a header of this name
     /// makes the filter abort its VM (a wasm trap). Unset (the default), no request can.
     pub test_trap_header: Option<String>,
@@ -64,7 +69,7 @@ impl PluginConfig {
     fn from_json(v: &json::Json) -> Result<PluginConfig, String> {
         const FIELDS: &[&str] = &[
             "directives_map", "default_directives", "per_authority_directives", "metric_labels", "rules", "crs", "client_ip",
-            "ip_lists", "rate_limit", "behaviour_scoring", "hardening", "request_log", "test_trap_header",
+            "ip_lists", "rate_limit", "behaviour_scoring", "hardening", "request_log", "memory_budget_bytes", "test_trap_header",
         ];
         let o = json::Obj::new(v, "", FIELDS)?;
         Ok(PluginConfig {
@@ -80,6 +85,7 @@ impl PluginConfig {
             behaviour_scoring: o.get("behaviour_scoring").map(|v| protect::ScoringConfig::from_json(v, "behaviour_scoring")).transpose()?,
             hardening: o.get("hardening").map(|v| protect::HardeningConfig::from_json(v, "hardening")).transpose()?,
             request_log: o.get("request_log").map(|v| protect::RequestLogConfig::from_json(v, "request_log")).transpose()?,
+            memory_budget_bytes: o.int::<usize>("memory_budget_bytes")?.map(memory_budget).transpose()?,
             test_trap_header: o.str("test_trap_header")?,
         })
     }
@@ -94,6 +100,17 @@ impl PluginConfig {
             hardening: self.hardening.as_ref(),
             request_log: self.request_log.as_ref(),
         }
+    }
+}
+
+/// `memory_budget_bytes`, checked against [`crate::tx::budget::MIN`] and
+/// [`crate::tx::budget::MAX`].
+fn memory_budget(n: usize) -> Result<usize, String> {
+    use crate::tx::budget::{MAX, MIN};
+    if (MIN..=MAX).contains(&n) {
+        Ok(n)
+    } else {
+        Err(format!("memory_budget_bytes: {n} is outside {MIN}..={MAX} (1 MiB to 384 MiB)"))
     }
 }
 
@@ -143,7 +160,10 @@ impl Waf {
         }
         let mut sets = BTreeMap::new();
         for (name, lines) in &map {
-            let rs = Ruleset::compile(&format!("directives_map[{name}]"), &lines.join("\n"))?;
+            let mut rs = Ruleset::compile(&format!("directives_map[{name}]"), &lines.join("\n"))?;
+            if let Some(n) = cfg.memory_budget_bytes {
+                rs.settings.memory_budget = n;
+            }
             sets.insert(name.clone(), Arc::new(rs));
         }
         let get = |name: &str, what: &str| -> Result<Arc<Ruleset>, Error> {
@@ -202,6 +222,9 @@ impl Waf {
         let sets: Vec<String> = self.sets.iter().map(|(n, rs)| format!("{n}={} rules", rs.rule_count())).collect();
         let crs = if crate::embedded::CRS_VERSION.is_empty() { "not embedded".to_string() } else { crate::embedded::CRS_VERSION.to_string() };
         let mut s = format!("wafer {} ready: rule sets [{}]; OWASP CRS {crs}", env!("CARGO_PKG_VERSION"), sets.join(", "));
+        if let Some(rs) = self.sets.values().next() {
+            s.push_str(&format!("; memory budget {} bytes per worker", rs.settings.memory_budget));
+        }
         for rs in self.sets.values() {
             for w in &rs.warnings {
                 s.push_str("; warning: ");
@@ -240,6 +263,22 @@ mod tests {
         assert!(e.msg.contains("not in directives_map"));
         let e = Waf::from_json(br#"{"directive_map":{}}"#).err().unwrap();
         assert!(e.msg.contains("unknown field"), "{e}");
+        for bad in ["1000", "0", "402653185", "-1", "\"128M\"", "1.5"] {
+            let json = format!(r#"{{"rules":["SecRuleEngine On"],"memory_budget_bytes":{bad}}}"#);
+            let e = Waf::from_json(json.as_bytes()).err().unwrap_or_else(|| panic!("{bad} accepted"));
+            assert!(e.msg.contains("memory_budget_bytes"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn the_memory_budget_is_the_configured_one_in_every_rule_set() {
+        let waf = Waf::from_json(br#"{"directives_map":{"a":["Include @targeted"],"b":["Include @headers-only"]},"default_directives":"a","memory_budget_bytes":2097152}"#).unwrap();
+        for rs in waf.sets.values() {
+            assert_eq!(rs.settings.memory_budget, 2 << 20);
+        }
+        assert!(waf.summary().contains("memory budget 2097152 bytes per worker"), "{}", waf.summary());
+        let waf = Waf::from_json(br#"{"rules":["SecRuleEngine On"]}"#).unwrap();
+        assert_eq!(waf.ruleset_for("x").map(|r| r.settings.memory_budget), Some(crate::tx::budget::DEFAULT));
     }
 }
 

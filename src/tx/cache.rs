@@ -89,18 +89,45 @@ impl Val<'_> {
     }
 }
 
-/// Byte strings by content (see `Cache::contents`).
-type Contents = std::collections::HashSet<Rc<[u8]>, BuildHasherDefault<Fx>>;
+/// Byte strings by content (see `Cache::contents`), what they take charged to the thread's
+/// memory budget (see `tx::budget`) until the cache is emptied.
+#[derive(Default)]
+struct Contents {
+    set: std::collections::HashSet<Rc<[u8]>, BuildHasherDefault<Fx>>,
+    charge: super::budget::Charge,
+}
+
+impl Contents {
+    fn with_capacity(n: usize) -> Contents {
+        Contents { set: std::collections::HashSet::with_capacity_and_hasher(n, Default::default()), charge: Default::default() }
+    }
+
+    fn clear(&mut self) {
+        self.set.clear();
+        self.charge.release();
+    }
+}
+
+/// The literal part of the scans of large contents, by lowercase form (see [`Scan::of`]),
+/// the copies charged to the memory budget as [`Contents`] are.
+#[derive(Default)]
+struct BigLits {
+    map: FxMap<Rc<[u8]>, Satisfied>,
+    charge: super::budget::Charge,
+    /// The memory budget of the cache's transaction (see [`Cache::set_budget`]).
+    limit: usize,
+}
 /// A memoized transformation's key: the value's address and length, and the transformation.
 type TfKey = (usize, usize, Transform);
 
 /// The one shared copy of `b` in `contents`.
 fn share(contents: &mut Contents, b: &[u8]) -> Rc<[u8]> {
-    if let Some(rc) = contents.get(b) {
+    if let Some(rc) = contents.set.get(b) {
         return rc.clone();
     }
     let rc: Rc<[u8]> = Rc::from(b);
-    contents.insert(rc.clone());
+    contents.charge.add(b.len());
+    contents.set.insert(rc.clone());
     rc
 }
 
@@ -130,6 +157,16 @@ fn memo<T: Clone>(map: &mut FxMap<(usize, usize), T>, contents: &mut Contents, c
     r
 }
 
+/// From this length on a chain runs through the memo of single steps (see
+/// [`Cache::chain_by_steps`]); below it a lookup per step costs more than the steps, which
+/// mostly leave a value unchanged.
+const PREFIX_MEMO_MIN: usize = 4096;
+
+/// Whether `rc` is other bytes than `v`'s (by address: both are stable).
+fn cur_differs(rc: &Rc<[u8]>, v: &Val<'_>) -> bool {
+    addr_key(rc) != v.key()
+}
+
 /// The memo key of stable bytes: their address, except that every empty value is one key.
 fn addr_key(b: &[u8]) -> (usize, usize) {
     if b.is_empty() {
@@ -154,17 +191,19 @@ impl Scan {
     /// The scan of a new content: a large one runs the automaton only if its lowercase form
     /// was not scanned yet in this transaction (a body and its `t:lowercase`, or its
     /// `t:htmlEntityDecode,t:lowercase`, are the same text for the automaton).
-    fn of(v: &[u8], pf: &Prefilter, big: &mut FxMap<Rc<[u8]>, Satisfied>) -> Scan {
+    fn of(v: &[u8], pf: &Prefilter, big: &mut BigLits) -> Scan {
         if v.len() < BIG_SCAN {
             return Scan::new(v, pf);
         }
         let lower: std::borrow::Cow<'_, [u8]> =
             if v.iter().any(u8::is_ascii_uppercase) { std::borrow::Cow::Owned(v.to_ascii_lowercase()) } else { std::borrow::Cow::Borrowed(v) };
-        let mut lits = big.get(lower.as_ref()).cloned();
+        let mut lits = big.map.get(lower.as_ref()).cloned();
         let known = lits.is_some();
         let s = pf.scan_with_lowercase(v, &lower, &mut lits);
-        if let (false, Some(l)) = (known, lits) {
-            big.insert(Rc::from(lower.as_ref()), l);
+        // Past the memory budget (see `tx::budget`) the lowercase form is not kept.
+        if let (false, Some(l), false) = (known, lits, super::budget::held() > big.limit) {
+            big.charge.add(lower.len());
+            big.map.insert(Rc::from(lower.as_ref()), l);
         }
         Scan(s)
     }
@@ -200,6 +239,21 @@ pub(crate) fn same_bytes(a: &[u8], b: &[u8]) -> bool {
 /// The set of bytes in `v` (for transformation triggers).
 pub(crate) fn byte_set(v: &[u8]) -> [u64; 4] {
     let mut s = [0u64; 4];
+    if v.len() > 4096 {
+        // A large value: a flag per byte value (no chain of dependent updates), folded after.
+        let mut seen = [false; 256];
+        for &b in v {
+            if let Some(f) = seen.get_mut(usize::from(b)) {
+                *f = true;
+            }
+        }
+        for (b, _) in seen.iter().enumerate().filter(|(_, &f)| f) {
+            if let Some(w) = s.get_mut(b >> 6) {
+                *w |= 1u64 << (b & 63);
+            }
+        }
+        return s;
+    }
     for &b in v {
         if let Some(w) = s.get_mut(usize::from(b >> 6)) {
             *w |= 1u64 << (b & 63);
@@ -1100,7 +1154,7 @@ pub(crate) struct Cache {
     finals: Vec<Final>,
     scans: FxMap<(usize, usize), Rc<Scan>>,
     /// The literal part of the scans of large contents, by lowercase form (see [`Scan::of`]).
-    big_lits: FxMap<Rc<[u8]>, Satisfied>,
+    big_lits: BigLits,
     sqli: FxMap<(usize, usize), Option<Rc<str>>>,
     xss: FxMap<(usize, usize), bool>,
     /// Entries of transformation results used by this transaction (kept alive: see
@@ -1116,6 +1170,8 @@ pub(crate) struct Cache {
     /// lowercase form when it had no capitals, two chains with the same result) share one
     /// allocation, so the address-keyed memos above compute once per distinct content.
     contents: Contents,
+    /// The memory budget the transaction using these tables runs under (see `tx::budget`).
+    budget_limit: usize,
     /// Hit/miss counters (always kept: a few additions per value).
     pub stats: CacheStats,
     /// Per (targets, chain) group use, only while profiling.
@@ -1226,10 +1282,11 @@ impl Cache {
             chains: FxMap::with_capacity_and_hasher(n(64), Default::default()),
             finals: Vec::with_capacity(n(64)),
             scans: FxMap::with_capacity_and_hasher(n(64), Default::default()),
-            big_lits: FxMap::default(),
+            big_lits: BigLits { limit: super::budget::DEFAULT, ..BigLits::default() },
             sqli: FxMap::with_capacity_and_hasher(n(32), Default::default()),
             xss: FxMap::with_capacity_and_hasher(n(32), Default::default()),
-            contents: Contents::with_capacity_and_hasher(n(128), Default::default()),
+            contents: Contents::with_capacity(n(128)),
+            budget_limit: super::budget::DEFAULT,
             held: Vec::new(),
             held_lists: Vec::new(),
             held_groups: Vec::new(),
@@ -1243,13 +1300,26 @@ impl Cache {
     /// Memoized entries held (transformations, scans, interned values, libinjection verdicts).
     #[cfg(test)]
     pub(crate) fn memo_entries(&self) -> usize {
-        self.raw.len() + self.tf.len() + self.chains.len() + self.finals.len() + self.scans.len() + self.contents.len() + self.sqli.len() + self.xss.len()
+        self.raw.len() + self.tf.len() + self.chains.len() + self.finals.len() + self.scans.len() + self.contents.set.len() + self.sqli.len() + self.xss.len()
+    }
+
+    /// Makes `limit` the memory budget these tables run under (see `tx::budget`).
+    pub(crate) fn set_budget(&mut self, limit: usize) {
+        self.budget_limit = limit;
+        self.big_lits.limit = limit;
+    }
+
+    /// Whether the thread's transactions hold more than the memory budget these tables run
+    /// under (see `tx::budget`): the byte strings made since the last rule would have
+    /// passed it, and the phase stops.
+    pub(crate) fn over_budget(&self) -> bool {
+        super::budget::held() > self.budget_limit
     }
 
     /// Whether no table grew past [`SPARE_MAX_ENTRIES`]: worth keeping for the next
     /// transaction once cleared.
     pub(crate) fn keepable(&self) -> bool {
-        [self.raw.capacity(), self.tf.capacity(), self.chains.capacity(), self.scans.capacity(), self.contents.capacity(), self.finals.capacity()]
+        [self.raw.capacity(), self.tf.capacity(), self.chains.capacity(), self.scans.capacity(), self.contents.set.capacity(), self.finals.capacity()]
             .iter()
             .all(|&n| n <= SPARE_MAX_ENTRIES)
     }
@@ -1259,7 +1329,7 @@ impl Cache {
     pub(crate) fn reserve(&mut self, values: usize) {
         let values = values.min(1 << 16);
         self.raw.reserve(2 * values);
-        self.contents.reserve(4 * values);
+        self.contents.set.reserve(4 * values);
         self.scans.reserve(2 * values);
         self.chains.reserve(4 * values);
         self.finals.reserve(4 * values);
@@ -1298,7 +1368,8 @@ impl Cache {
         for (_, sc) in self.scans.drain() {
             put(&mut self.pools.scans, sc, |_| true);
         }
-        self.big_lits.clear();
+        self.big_lits.map.clear();
+        self.big_lits.charge.release();
         self.sqli.clear();
         self.xss.clear();
         self.contents.clear();
@@ -1457,27 +1528,61 @@ impl Cache {
             };
             return (out, i);
         }
-        // Steps are applied directly: most leave a benign value unchanged
-        // (no copy), which costs less than a memo lookup per step.
-        let mut owned: Option<Vec<u8>> = None;
-        let mut have = bytes;
-        for (i, &t) in tfs.iter().enumerate() {
-            if have.is_some_and(|h| untouched(&h, triggers.get(i).unwrap_or(&None))) {
-                continue;
+        let val = if v.bytes().len() >= PREFIX_MEMO_MIN {
+            self.chain_by_steps(&v, tfs, triggers, bytes)
+        } else {
+            // Steps are applied directly: most leave a benign value unchanged
+            // (no copy), which costs less than a memo lookup per step.
+            let mut owned: Option<Vec<u8>> = None;
+            let mut have = bytes;
+            for (i, &t) in tfs.iter().enumerate() {
+                if have.is_some_and(|h| untouched(&h, triggers.get(i).unwrap_or(&None))) {
+                    continue;
+                }
+                let input: &[u8] = owned.as_deref().unwrap_or(v.bytes());
+                if let std::borrow::Cow::Owned(o) = t.apply(input) {
+                    // The byte set is not recomputed: later steps all run.
+                    have = None;
+                    owned = Some(o);
+                }
             }
-            let input: &[u8] = owned.as_deref().unwrap_or(v.bytes());
-            if let std::borrow::Cow::Owned(o) = t.apply(input) {
-                // The byte set is not recomputed: later steps all run.
-                have = None;
-                owned = Some(o);
-            }
-        }
-        let val: Option<Rc<[u8]>> = owned.map(|o| self.share(&o));
+            owned.map(|o| self.share(&o))
+        };
         self.stats.chains_computed += 1;
         let i = self.finals.len();
         self.finals.push(Final { val: val.clone(), scan: None });
         self.chains.insert(key, i);
         (val.map(Val::R).unwrap_or(v), i)
+    }
+
+    /// A chain on a large stable value, step by step through the memo of single steps
+    /// ([`Cache::apply`]): chains with a common prefix (`t:utf8toUnicode,t:urlDecodeUni`
+    /// begins a dozen CRS chains) compute it once, so each distinct prefix costs one pass
+    /// over the value, not each chain. The result when it differs from `v`.
+    fn chain_by_steps(&mut self, v: &Val<'_>, tfs: &[Transform], triggers: &[Option<[u64; 4]>], bytes: Option<[u64; 4]>) -> Option<Rc<[u8]>> {
+        let mut cur = v.clone();
+        let mut have = bytes;
+        for (i, &t) in tfs.iter().enumerate() {
+            if have.is_some_and(|h| untouched(&h, triggers.get(i).unwrap_or(&None))) {
+                continue;
+            }
+            // Past the memory budget the phase stops after this rule, and the transaction
+            // is refused (see `tx::budget`): no more copies of a value too long to be a memo
+            // entry (what is made of it here is not recorded beyond this transaction).
+            if v.bytes().len() > MEMO_VALUE_MAX && self.over_budget() {
+                break;
+            }
+            let before = cur.key();
+            cur = self.apply(cur, t);
+            if cur.key() != before {
+                // The byte set is not recomputed: later steps all run.
+                have = None;
+            }
+        }
+        match cur {
+            Val::R(rc) if cur_differs(&rc, v) => Some(rc),
+            _ => None,
+        }
     }
 
     /// The prefilter scan of a chain result (computed once).
@@ -1508,7 +1613,13 @@ impl Cache {
             Some(e) => e,
             None => {
                 let raw = self.share(b);
-                reuse(&mut self.pools.interned, Interned::new(raw, false))
+                let mut e = Interned::new(raw, false);
+                // A large request value's bytes too: chains skip the steps that cannot change
+                // it (most, on a long run of plain text), one pass instead of one per step.
+                if e.raw.len() > 4096 {
+                    e.bytes = byte_set(&e.raw);
+                }
+                reuse(&mut self.pools.interned, e)
             }
         };
         self.raw.insert(key, i.clone());

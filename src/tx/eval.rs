@@ -1659,6 +1659,11 @@ pub(crate) fn run_phase(t: &mut Transaction, rs: &Ruleset, phase: u8) -> Option<
             }
             let before = t.replay.traced_hit(rule.index);
             let decision = eval_rule(t, rule, phase);
+            // The phase's memo tables passed the memory budget: no more rules (the
+            // transaction answers for it, see `Transaction::run_phase`).
+            if t.cache.borrow().over_budget() {
+                return None;
+            }
             // Without hits here or there, the empty effect (see `Replay::record`).
             let mut as_traced = !t.head_hits && (!before || traced.as_ref().is_some_and(|p| p.is_empty()));
             if let Some(mut written) = t.replay.written.take() {

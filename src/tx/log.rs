@@ -76,9 +76,10 @@ pub(crate) fn rule_line(t: &Transaction, rule: &Rule, phase: u8) -> String {
     s
 }
 
-/// A line for an engine decision that no rule made (body limits).
+/// A line for an engine decision that no rule made (body limits, the memory budget);
+/// `status` 0: a warning (nothing denied).
 pub(crate) fn engine_line(t: &Transaction, what: &str, status: u16) -> String {
-    let mut s = format!("ModSecurity: Access denied with code {status}. {what}");
+    let mut s = if status == 0 { format!("ModSecurity: Warning. {what}") } else { format!("ModSecurity: Access denied with code {status}. {what}") };
     field(&mut s, "uri", &t.req.uri_raw);
     field(&mut s, "unique_id", t.unique_id.as_bytes());
     s

@@ -6,6 +6,7 @@
 //! here. Nothing an attacker sends makes a call fail: limits become flags
 //! (`REQBODY_ERROR`) or interruptions.
 
+pub mod budget;
 mod cache;
 pub(crate) use cache::Fx;
 mod eval;
@@ -191,13 +192,16 @@ const MEMOS_MAX: usize = 4;
 const REQUEST_SIDE: usize = 0;
 const RESPONSE_SIDE: usize = 1;
 
-/// The spare cache of one side, or new tables sized for `rules` rules.
-fn spare_cache(side: usize, rules: usize) -> Box<cache::Cache> {
-    SPARE_CACHES
+/// The spare cache of one side, or new tables sized for `rules` rules, charging what it
+/// keeps to the memory budget `limit` (see [`budget`]).
+fn spare_cache(side: usize, rules: usize, limit: usize) -> Box<cache::Cache> {
+    let mut c = SPARE_CACHES
         .try_with(|s| s.try_borrow_mut().ok().and_then(|mut s| s.get_mut(side).and_then(Vec::pop)))
         .ok()
         .flatten()
-        .unwrap_or_else(|| Box::new(cache::Cache::sized(rules)))
+        .unwrap_or_else(|| Box::new(cache::Cache::sized(rules)));
+    c.set_budget(limit);
+    c
 }
 
 /// Keeps `c`, emptied, as a spare of its side (unless the pool is full or `c` grew too large).
@@ -395,6 +399,16 @@ pub struct Transaction {
     phases_run: [bool; 5],
     request_body_full: bool,
     response_body_full: bool,
+    /// What this transaction's bodies and parsed body hold against the thread's memory
+    /// budget (see [`budget`]); given back when it ends.
+    held: budget::Charge,
+    /// The parts of `held` reserved for inspecting the request and the response body (see
+    /// [`Transaction::keep_body`]).
+    request_reserved: usize,
+    response_reserved: usize,
+    /// Set when the transaction would have passed the memory budget (see
+    /// [`Transaction::over_budget`]).
+    over_budget: bool,
     /// Memoized transformations, prefilter scans and libinjection verdicts.
     cache: cache::CacheCell,
     /// Whose tables `cache` is: `REQUEST_SIDE`, or `RESPONSE_SIDE` once the request phases'
@@ -478,7 +492,11 @@ impl Transaction {
             phases_run: [false; 5],
             request_body_full: false,
             response_body_full: false,
-            cache: std::cell::RefCell::new(ManuallyDrop::new(spare_cache(REQUEST_SIDE, rs.rule_count()))),
+            held: budget::Charge::default(),
+            request_reserved: 0,
+            response_reserved: 0,
+            over_budget: false,
+            cache: std::cell::RefCell::new(ManuallyDrop::new(spare_cache(REQUEST_SIDE, rs.rule_count(), s.memory_budget))),
             replay: replay::Replay::new(trace, rs.quick.rules),
             head_hits: false,
             memo,
@@ -617,37 +635,119 @@ impl Transaction {
         self.request_body_access && self.engine != EngineMode::Off && self.interruption.is_none()
     }
 
-    /// Feeds a chunk of the request body (only the new bytes).
+    /// Feeds a chunk of the request body (only the new bytes). Past `SecRequestBodyLimit`,
+    /// or past the memory budget (see [`budget`]), the request is refused with 413
+    /// (`SecRequestBodyLimitAction Reject`, engine On) or its body inspected as far as it
+    /// goes (`ProcessPartial`, or DetectionOnly).
     pub fn append_request_body(&mut self, chunk: &[u8]) -> BodyAppend {
         if self.request_body_full {
             return BodyAppend::Full;
         }
-        let s = &self.rs.settings;
-        let limit = s.request_body_limit;
+        let limit = self.rs.settings.request_body_limit;
         let have = self.req.body.len();
-        if limit > 0 && have.saturating_add(chunk.len()) > limit {
-            self.req.inbound_data_error = true;
-            match s.request_body_limit_action {
-                LimitAction::ProcessPartial => {
-                    let room = limit.saturating_sub(have);
-                    self.req.body.extend_from_slice(chunk.get(..room).unwrap_or(chunk));
-                    self.request_body_full = true;
-                    return BodyAppend::Full;
-                }
-                LimitAction::Reject => {
-                    if self.engine == EngineMode::On {
-                        let i = Interruption { status: 413, rule_id: None, phase: 2, action: InterruptAction::Deny };
-                        self.logs.push(log::engine_line(self, "Request body is larger than the configured limit (SecRequestBodyLimit)", 413));
-                        self.interruption = Some(i.clone());
-                        return BodyAppend::Interrupt(i);
-                    }
-                    self.request_body_full = true;
-                    return BodyAppend::Full;
-                }
-            }
+        let within_limit = limit == 0 || have.saturating_add(chunk.len()) <= limit;
+        if within_limit && self.keep_body(chunk, true) {
+            return BodyAppend::Continue;
         }
-        self.req.body.extend_from_slice(chunk);
-        BodyAppend::Continue
+        self.req.inbound_data_error = true;
+        self.request_body_full = true;
+        let reject = self.rs.settings.request_body_limit_action == LimitAction::Reject && self.engine == EngineMode::On;
+        if !within_limit && reject {
+            let i = Interruption { status: 413, rule_id: None, phase: 2, action: InterruptAction::Deny };
+            self.logs.push(log::engine_line(self, "Request body is larger than the configured limit (SecRequestBodyLimit)", 413));
+            self.interruption = Some(i.clone());
+            return BodyAppend::Interrupt(i);
+        }
+        if within_limit && reject {
+            return self.refuse_over_budget(2).map_or(BodyAppend::Full, BodyAppend::Interrupt);
+        }
+        let part = if within_limit { chunk } else { chunk.get(..limit.saturating_sub(have)).unwrap_or(chunk) };
+        let kept = self.keep_what_fits(part, true);
+        if kept < part.len() {
+            self.note_over_budget("Request body inspected only in part", 0);
+        }
+        BodyAppend::Full
+    }
+
+    /// Appends `chunk` to the request body (`request`) or the response body within the
+    /// bodies' part of the memory budget (see [`budget`]): its bytes, and as much again
+    /// reserved for its inspection (the request body's parse, when it will be parsed: for a
+    /// multipart body, whose files are not kept, up to `SecRequestBodyNoFilesLimit`; the
+    /// copy phase 4 makes of the response body). False (nothing kept) when that does not fit.
+    fn keep_body(&mut self, chunk: &[u8], request: bool) -> bool {
+        let share = budget::for_bodies(self.rs.settings.memory_budget);
+        let reserve = match (request, self.req.body_processor(self.body_processor.as_deref())) {
+            (false, _) => chunk.len(),
+            (true, None) => 0,
+            (true, Some("MULTIPART")) => chunk.len().min(self.rs.settings.request_body_no_files_limit.saturating_sub(self.request_reserved)),
+            (true, Some(_)) => chunk.len(),
+        };
+        if !self.held.try_add(reserve, share) {
+            return false;
+        }
+        let expected = if request { self.req.content_length() } else { None };
+        let expected = expected.filter(|&n| n <= self.rs.settings.request_body_limit || self.rs.settings.request_body_limit == 0).unwrap_or(0);
+        let buf = if request { &mut self.req.body } else { &mut self.req.response_body };
+        if !budget::append(buf, chunk, &mut self.held, share, expected) {
+            self.held.sub(reserve);
+            return false;
+        }
+        let reserved = if request { &mut self.request_reserved } else { &mut self.response_reserved };
+        *reserved = reserved.saturating_add(reserve);
+        true
+    }
+
+    /// Keeps as much of `chunk` as the bodies' part of the memory budget holds, in the
+    /// request body (`request`) or the response body (see [`Transaction::keep_body`]);
+    /// returns how much.
+    fn keep_what_fits(&mut self, chunk: &[u8], request: bool) -> usize {
+        let room = budget::room(budget::for_bodies(self.rs.settings.memory_budget));
+        let buf = if request { &self.req.body } else { &self.req.response_body };
+        let spare = buf.capacity().saturating_sub(buf.len());
+        let reserves = !request || matches!(self.req.body_processor(self.body_processor.as_deref()), Some(p) if p != "MULTIPART");
+        let fits = if reserves { room.min(room.saturating_add(spare) / 2) } else { room.saturating_add(spare) };
+        let part = chunk.get(..fits.min(chunk.len())).unwrap_or_default();
+        if self.keep_body(part, request) {
+            part.len()
+        } else {
+            0
+        }
+    }
+
+    /// Refuses the request for the memory budget (see [`budget`]): with the engine On, the
+    /// interruption of phase `phase`, 413 in the request phases and 500 in the response's
+    /// (as `SecResponseBodyLimitAction Reject`); in DetectionOnly, only the log line.
+    fn refuse_over_budget(&mut self, phase: u8) -> Option<Interruption> {
+        if self.engine != EngineMode::On {
+            self.note_over_budget("Transaction inspected only in part", 0);
+            return None;
+        }
+        let status = if phase <= 2 { 413 } else { 500 };
+        self.note_over_budget(if phase <= 2 { "Request refused" } else { "Response refused" }, status);
+        let i = Interruption { status, rule_id: None, phase, action: InterruptAction::Deny };
+        self.interruption = Some(i.clone());
+        Some(i)
+    }
+
+    /// Marks the transaction as over the memory budget, with a log line (once).
+    fn note_over_budget(&mut self, what: &str, status: u16) {
+        if self.over_budget {
+            return;
+        }
+        self.over_budget = true;
+        let what = format!(
+            "{what}: the requests in flight would hold more than the memory budget (memory_budget_bytes {}; held {})",
+            self.rs.settings.memory_budget,
+            budget::held()
+        );
+        let line = log::engine_line(self, &what, status);
+        self.logs.push(line);
+    }
+
+    /// Whether the transaction would have passed the memory budget (see [`budget`]): its
+    /// body was refused or cut, or a phase stopped (hosts count these).
+    pub fn over_budget(&self) -> bool {
+        self.over_budget
     }
 
     /// Phase 2: parses the body (if accessed) and runs the rules.
@@ -657,7 +757,13 @@ impl Transaction {
         }
         let body_phase_pending = !self.phases_run.get(1).copied().unwrap_or(true);
         if body_phase_pending && self.engine != EngineMode::Off && self.request_body_access && self.interruption.is_none() {
-            self.parse_request_body();
+            if let Some(i) = self.parse_request_body() {
+                if let Some(run) = self.phases_run.get_mut(1) {
+                    *run = true;
+                }
+                self.end_request_phases();
+                return Some(i);
+            }
         }
         let out = self.run_phase(2);
         self.end_request_phases();
@@ -675,7 +781,7 @@ impl Transaction {
             return;
         }
         self.cache_side = RESPONSE_SIDE;
-        let mut next = spare_cache(RESPONSE_SIDE, 0);
+        let mut next = spare_cache(RESPONSE_SIDE, 0, self.rs.settings.memory_budget);
         let cur = self.cache.get_mut();
         next.stats = cur.stats;
         next.group_stats = cur.group_stats.take();
@@ -712,6 +818,10 @@ impl Transaction {
             && s.response_body_mime_types.iter().any(|m| m.eq_ignore_ascii_case(&self.req.response_content_type))
     }
 
+    /// Feeds a chunk of the response body (only the new bytes). Past
+    /// `SecResponseBodyLimit`, or past the memory budget (see [`budget`]), the body is
+    /// inspected as far as it goes (`ProcessPartial`) or the response refused with 500
+    /// (`Reject`, engine On).
     pub fn append_response_body(&mut self, chunk: &[u8]) -> BodyAppend {
         if self.response_body_full {
             return BodyAppend::Full;
@@ -719,24 +829,29 @@ impl Transaction {
         let s = &self.rs.settings;
         let limit = s.response_body_limit;
         let have = self.req.response_body.len();
-        if limit > 0 && have.saturating_add(chunk.len()) > limit {
-            self.req.outbound_data_error = true;
-            let room = limit.saturating_sub(have);
-            self.req.response_body.extend_from_slice(chunk.get(..room).unwrap_or(chunk));
-            self.response_body_full = true;
-            if s.response_body_limit_action == LimitAction::Reject && self.engine == EngineMode::On {
-                let i = Interruption { status: 500, rule_id: None, phase: 4, action: InterruptAction::Deny };
-                self.interruption = Some(i.clone());
-                return BodyAppend::Interrupt(i);
-            }
-            return BodyAppend::Full;
+        let within_limit = limit == 0 || have.saturating_add(chunk.len()) <= limit;
+        if within_limit && self.keep_body(chunk, false) {
+            return BodyAppend::Continue;
         }
-        self.req.response_body.extend_from_slice(chunk);
-        BodyAppend::Continue
+        self.req.outbound_data_error = true;
+        self.response_body_full = true;
+        let part = if within_limit { chunk } else { chunk.get(..limit.saturating_sub(have)).unwrap_or(chunk) };
+        if self.keep_what_fits(part, false) < part.len() {
+            self.note_over_budget("Response body inspected only in part", 0);
+        }
+        if self.rs.settings.response_body_limit_action == LimitAction::Reject && self.engine == EngineMode::On {
+            let i = Interruption { status: 500, rule_id: None, phase: 4, action: InterruptAction::Deny };
+            self.interruption = Some(i.clone());
+            return BodyAppend::Interrupt(i);
+        }
+        BodyAppend::Full
     }
 
     /// Phase 4.
     pub fn process_response_body(&mut self) -> Option<Interruption> {
+        // The body's reservation is the room for its inspection (see `keep_body`).
+        let reserved = std::mem::take(&mut self.response_reserved);
+        self.held.sub(reserved);
         self.req.response_body_seen = self.response_body_access();
         self.run_phase(4)
     }
@@ -837,6 +952,9 @@ impl Transaction {
         let decision = eval::run_phase(self, &rs, phase);
         self.replay.end(phase);
         self.pre_upto = 0;
+        if decision.is_none() && phase != 5 && self.cache.get_mut().over_budget() {
+            return self.refuse_over_budget(phase);
+        }
         if let Some(i) = decision {
             if self.engine == EngineMode::On && phase != 5 {
                 self.interruption = Some(i.clone());
@@ -846,13 +964,25 @@ impl Transaction {
         None
     }
 
-    fn parse_request_body(&mut self) {
+    /// Parses the request body (see [`Request::parse_body`]) within the memory budget (see
+    /// [`budget`]): in the place of the body's reservation, what the parse took is charged;
+    /// a JSON body's names and values are capped at the reservation and the room left.
+    /// Over the budget: the interruption (413), or in DetectionOnly the body parsed as far
+    /// as it fits.
+    fn parse_request_body(&mut self) -> Option<Interruption> {
         let s = &self.rs.settings;
+        let limit = s.memory_budget;
         let processor = self.req.body_processor(self.body_processor.as_deref());
+        let reserved = std::mem::take(&mut self.request_reserved);
+        let room = budget::room(limit).saturating_add(reserved);
+        let before = self.req.retained_bytes();
         // The last request's parse of the same JSON body, copied (not when profiling).
         let reused = processor == Some("JSON") && self.profile.is_none() && self.replay.trace_request().is_some_and(|old| self.req.reuse_json(old));
-        if !reused {
-            self.req.parse_body(processor, s.request_body_json_depth_limit, s.arguments_limit);
+        let stopped = !reused && self.req.parse_body(processor, s.request_body_json_depth_limit, s.arguments_limit, room);
+        self.held.sub(reserved);
+        self.held.add(self.req.retained_bytes().saturating_sub(before));
+        if stopped || self.held.over(limit) {
+            return self.refuse_over_budget(2);
         }
         // A body of many arguments fills the memo tables in phase 2: grown once, not doubling
         // their way there.
@@ -860,6 +990,7 @@ impl Transaction {
         if n > 64 && self.rs.rule_count() >= 200 {
             self.cache.get_mut().reserve(n);
         }
+        None
     }
 
     /// The memo's generation of what the sourced variables (`Var::source`) are made of now

@@ -415,6 +415,11 @@ impl Request {
         self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v)
     }
 
+    /// The body length the `Content-Length` header announces, if it is a number.
+    pub(crate) fn content_length(&self) -> Option<usize> {
+        std::str::from_utf8(self.header(b"content-length")?).ok()?.trim().parse().ok()
+    }
+
     /// The processor chosen from Content-Type when no `ctl:requestBodyProcessor`
     /// chose one: URLENCODED, MULTIPART (as ModSecurity) and JSON (wafer also
     /// parses JSON bodies without a ctl rule, so `ARGS` covers them).
@@ -456,9 +461,12 @@ impl Request {
         same
     }
 
-    pub fn parse_body(&mut self, processor: Option<&str>, json_depth: usize, max_args: usize) {
+    /// Parses the body with `processor` into the body variables, a JSON body's names and
+    /// values capped at `max_output` bytes (the room the memory budget leaves). True when
+    /// that cap stopped the parse.
+    pub fn parse_body(&mut self, processor: Option<&str>, json_depth: usize, max_args: usize, max_output: usize) -> bool {
         if self.body_processed {
-            return;
+            return false;
         }
         self.body_processed = true;
         self.reqbody_processor = processor.unwrap_or("").as_bytes().to_vec();
@@ -472,7 +480,7 @@ impl Request {
             Some("JSON") => {
                 // One more than the room: an argument over SecArgumentsLimit aborts the
                 // parse with REQBODY_ERROR, as in ModSecurity.
-                let limits = json::JsonLimits { max_depth: json_depth, max_args: room.saturating_add(1) };
+                let limits = json::JsonLimits { max_depth: json_depth, max_args: room.saturating_add(1), max_output };
                 let before = self.args_post.len();
                 let result = json::parse(&self.body, &limits, &mut self.args_post);
                 if self.args_post.len() - before > room {
@@ -480,6 +488,9 @@ impl Request {
                     self.reqbody_error = true;
                     self.reqbody_error_msg = b"JSON parsing error: parse error: client cancelled parse via callback return value".to_vec();
                 } else if let Err(e) = result {
+                    if e.msg == json::OVER_BUDGET {
+                        return true;
+                    }
                     if !self.body.is_empty() {
                         self.reqbody_error = true;
                         self.reqbody_error_msg = e.msg.into_bytes();
@@ -538,6 +549,7 @@ impl Request {
             }
             _ => {}
         }
+        false
     }
 }
 
@@ -750,12 +762,12 @@ mod tests {
         let mut r = Request::default();
         r.add_request_header(b"Content-Type", b"application/json");
         r.body = br#"{"a":1,"b":2,"c":3}"#.to_vec();
-        r.parse_body(Some("JSON"), 512, 2);
+        r.parse_body(Some("JSON"), 512, 2, usize::MAX);
         assert!(r.reqbody_error);
         assert_eq!(r.args_post.len(), 2);
         let mut r = Request::default();
         r.body = br#"{"a":1,"b":2}"#.to_vec();
-        r.parse_body(Some("JSON"), 512, 2);
+        r.parse_body(Some("JSON"), 512, 2, usize::MAX);
         assert!(!r.reqbody_error);
     }
 

@@ -1716,3 +1716,177 @@ fn quiet_again_holds_where_rule_sets_allow_it() {
     assert_eq!(quiet_run(&rs, "/", "a1", "Mozilla/5.0", true), (true, false));
     assert_eq!(quiet_run(&rs, "/", "attack", "Mozilla/5.0", true), (false, true));
 }
+
+// ---------------------------------------------------------------------------
+// The memory budget (see `budget`): what the transactions in flight on a thread hold.
+// ---------------------------------------------------------------------------
+
+fn with_budget(text: &str, bytes: usize) -> Arc<Ruleset> {
+    let mut rs = Ruleset::compile("test", text).unwrap_or_else(|e| panic!("{e}"));
+    rs.settings.memory_budget = bytes;
+    Arc::new(rs)
+}
+
+/// A transaction of `rs` given the headers of a form POST and `body` in 64 KiB slices (as
+/// Envoy gives them), held in flight; the last answer of `append_request_body`.
+fn open_post(rs: &Arc<Ruleset>, body: &[u8]) -> (Transaction, BodyAppend) {
+    let mut tx = Transaction::new(rs.clone(), "budget".into());
+    tx.process_uri("/", "POST", "HTTP/1.1");
+    tx.add_request_header(b"Content-Type", b"application/x-www-form-urlencoded");
+    assert!(tx.process_request_headers().is_none());
+    let mut last = BodyAppend::Continue;
+    for chunk in body.chunks(64 * 1024) {
+        last = tx.append_request_body(chunk);
+        assert!(budget::held() <= rs.settings.memory_budget, "held {} over the budget", budget::held());
+        if last != BodyAppend::Continue {
+            break;
+        }
+    }
+    (tx, last)
+}
+
+fn form_body(value: &[u8], len: usize) -> Vec<u8> {
+    let mut b = b"q=".to_vec();
+    while b.len() < len {
+        b.extend_from_slice(value);
+    }
+    b.truncate(len);
+    b
+}
+
+const BUDGET_RULES: &str = "SecRuleEngine On\nSecRequestBodyAccess On\nSecRule ARGS \"@contains attack\" \"id:1,phase:2,deny,status:403\"";
+
+#[test]
+fn bodies_in_flight_past_the_memory_budget_are_refused_with_413_and_the_budget_comes_back() {
+    let base = budget::held();
+    let rs = with_budget(BUDGET_RULES, 4 << 20);
+    let body = form_body(b"benign", 512 << 10);
+    // Bodies take three quarters of the budget, each form body twice its size (its bytes
+    // and the room for its parse): three 512 KiB bodies fit in 3 MiB, the fourth does not.
+    let mut open: Vec<Transaction> = (0..3).map(|_| {
+        let (tx, last) = open_post(&rs, &body);
+        assert_eq!(last, BodyAppend::Continue);
+        tx
+    }).collect();
+    let (mut fourth, last) = open_post(&rs, &body);
+    let BodyAppend::Interrupt(i) = last else { panic!("the fourth body was not refused: {last:?}") };
+    assert_eq!((i.status, i.rule_id, i.phase), (413, None, 2));
+    assert!(fourth.over_budget());
+    let lines = fourth.take_log_lines();
+    assert!(lines.len() == 1 && lines[0].contains("Access denied with code 413") && lines[0].contains("memory_budget_bytes"), "{lines:?}");
+    drop(fourth);
+    // One in flight ends: its share of the budget serves the next request.
+    drop(open.pop());
+    let (mut next, last) = open_post(&rs, &form_body(b"attack", 512 << 10));
+    assert_eq!(last, BodyAppend::Continue);
+    assert_eq!(next.process_request_body().map(|i| i.status), Some(403), "inspected as usual");
+    for tx in &mut open {
+        assert_eq!(tx.process_request_body(), None);
+        assert!(!tx.over_budget());
+    }
+    drop(next);
+    drop(open);
+    assert_eq!(budget::held(), base, "every transaction gave back what it held");
+}
+
+#[test]
+fn with_process_partial_a_body_past_the_memory_budget_is_inspected_as_far_as_it_fits() {
+    let base = budget::held();
+    let text = format!("{BUDGET_RULES}\nSecRequestBodyLimitAction ProcessPartial");
+    let rs = with_budget(&text, 4 << 20);
+    let (held, last) = open_post(&rs, &form_body(b"x", 1 << 20));
+    assert_eq!(last, BodyAppend::Continue);
+    let mut body = b"a=attack&".to_vec();
+    body.extend_from_slice(&form_body(b"y", 2 << 20));
+    let (mut tx, last) = open_post(&rs, &body);
+    assert_eq!(last, BodyAppend::Full, "the body stops where the budget does");
+    assert!(tx.req.body.len() >= 256 << 10 && tx.req.body.len() <= 512 << 10, "{}", tx.req.body.len());
+    assert_eq!(tx.process_request_body().map(|i| (i.status, i.rule_id)), Some((403, Some(1))), "the part kept is inspected");
+    assert!(tx.over_budget());
+    assert!(tx.take_log_lines().iter().any(|l| l.contains("inspected only in part")));
+    drop((held, tx));
+    assert_eq!(budget::held(), base);
+}
+
+/// Eight rules with eight different chains on a 1 MiB encoded value: each chain's result is
+/// another copy of about its size, more than a 4 MiB budget holds besides the body.
+const CHAINS: &str = "SecRuleEngine On
+SecRequestBodyAccess On
+SecRule ARGS \"@contains attack\" \"id:1,phase:2,deny,status:403,t:urlDecodeUni\"
+SecRule ARGS \"@contains attack\" \"id:2,phase:2,deny,status:403,t:lowercase\"
+SecRule ARGS \"@contains attack\" \"id:3,phase:2,deny,status:403,t:htmlEntityDecode\"
+SecRule ARGS \"@contains attack\" \"id:4,phase:2,deny,status:403,t:urlDecodeUni,t:lowercase\"
+SecRule ARGS \"@contains attack\" \"id:5,phase:2,deny,status:403,t:htmlEntityDecode,t:lowercase\"
+SecRule ARGS \"@contains attack\" \"id:6,phase:2,deny,status:403,t:replaceComments\"
+SecRule ARGS \"@contains attack\" \"id:7,phase:2,deny,status:403,t:removeWhitespace\"
+SecRule ARGS \"@contains attack\" \"id:8,phase:2,deny,status:403,t:cssDecode\"
+SecRule ARGS \"@contains zzz\" \"id:9,phase:2,deny,status:403\"";
+
+#[test]
+fn a_phase_whose_transformations_would_pass_the_memory_budget_stops_with_413() {
+    let base = budget::held();
+    let body = form_body(b"AbC%2541%26lt;/*x*/+\\x41 ", 1 << 20);
+    let tight = with_budget(CHAINS, 4 << 20);
+    let (mut tx, last) = open_post(&tight, &body);
+    assert_eq!(last, BodyAppend::Continue, "the body itself fits");
+    let i = tx.process_request_body();
+    assert_eq!(i.map(|i| (i.status, i.rule_id, i.phase)), Some((413, None, 2)));
+    assert!(tx.over_budget());
+    assert!(budget::held() <= (4 << 20) + (1 << 20), "it stopped within one rule's results of the budget: {}", budget::held());
+    assert!(budget::held() - base <= tx.held.bytes(), "after phase 2 only the bodies stay charged");
+    drop(tx);
+    assert_eq!(budget::held(), base);
+    // With room for them, the same request is inspected to its end.
+    let roomy = with_budget(CHAINS, 64 << 20);
+    let (mut tx, _) = open_post(&roomy, &body);
+    assert_eq!(tx.process_request_body(), None);
+    assert!(!tx.over_budget());
+    let mut attack = body.clone();
+    attack.extend_from_slice(b"zzz");
+    drop(tx);
+    let (mut tx, _) = open_post(&roomy, &attack);
+    assert_eq!(tx.process_request_body().map(|i| i.rule_id), Some(Some(9)));
+}
+
+#[test]
+fn json_names_past_the_memory_budget_are_refused_before_they_are_made() {
+    let base = budget::held();
+    let rs = with_budget("SecRuleEngine On\nSecRequestBodyAccess On\nSecArgumentsLimit 100000\nSecRule ARGS_NAMES \"@contains zzz\" \"id:1,phase:2,deny\"", 8 << 20);
+    // A 64 KiB key over 2,000 array elements: 128 MiB of argument names from 68 KiB.
+    let body = format!("{{\"{}\":[{}1]}}", "k".repeat(64 * 1024), "1,".repeat(1999));
+    let mut tx = Transaction::new(rs.clone(), "json".into());
+    tx.process_uri("/", "POST", "HTTP/1.1");
+    tx.add_request_header(b"Content-Type", b"application/json");
+    assert!(tx.process_request_headers().is_none());
+    assert_eq!(tx.append_request_body(body.as_bytes()), BodyAppend::Continue);
+    assert_eq!(tx.process_request_body().map(|i| i.status), Some(413));
+    assert!(tx.req.retained_bytes() <= 16 << 20, "the parse stopped at the budget: {}", tx.req.retained_bytes());
+    drop(tx);
+    assert_eq!(budget::held(), base);
+}
+
+#[test]
+fn a_response_body_past_the_memory_budget_is_inspected_in_part() {
+    let base = budget::held();
+    let rs = with_budget("SecRuleEngine On\nSecResponseBodyAccess On\nSecResponseBodyLimit 10000000\nSecRule RESPONSE_BODY \"@contains secret\" \"id:1,phase:4,deny,status:403\"", 4 << 20);
+    let mut tx = Transaction::new(rs.clone(), "resp".into());
+    tx.process_uri("/", "GET", "HTTP/1.1");
+    assert_eq!(tx.process_request_body(), None);
+    tx.add_response_header(b"Content-Type", b"text/html");
+    assert_eq!(tx.process_response_headers(200, "HTTP/1.1"), None);
+    let mut page = b"secret ".to_vec();
+    page.extend_from_slice(&vec![b'p'; 3 << 20]);
+    let mut last = BodyAppend::Continue;
+    for chunk in page.chunks(64 * 1024) {
+        last = tx.append_response_body(chunk);
+        if last != BodyAppend::Continue {
+            break;
+        }
+    }
+    assert_eq!(last, BodyAppend::Full);
+    assert!(budget::held() <= 3 << 20, "the body stops at the bodies' three quarters of the budget");
+    assert_eq!(tx.process_response_body().map(|i| i.status), Some(403), "the part kept is inspected");
+    assert!(tx.over_budget());
+    drop(tx);
+    assert_eq!(budget::held(), base);
+}

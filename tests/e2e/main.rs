@@ -25,6 +25,7 @@
 //!   module, bad rules, Envoy's buffer.
 //! - `dynamic_module`: the dynamic module loaded the ways Envoy finds one (`name` and the search path,
 //!   a remote source checked by sha256).
+//! - `budget`: the memory budget: bodies held at once past it get 413, counted and logged.
 //! - `precompiled`: the module with V8's compiled code for this Envoy (`make wasm-precompiled`).
 
 /// Runs each named test function (`fn name(build: Build)`) once per build: the tests
@@ -46,6 +47,7 @@ macro_rules! per_build {
     };
 }
 
+mod budget;
 mod cases;
 mod config_errors;
 mod custom_rules;

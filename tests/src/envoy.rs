@@ -187,13 +187,21 @@ fn wasm_http_filters(wasm: &Path, plugin_config: &str) -> String {
 /// A bootstrap with one listener (port chosen by the kernel): wafer, then the router to
 /// `upstream`. `plugin_config` is the JSON handed to wafer as a string.
 pub fn bootstrap(module: Module, plugin_config: &str, upstream: SocketAddr) -> String {
+    bootstrap_buffered(module, plugin_config, upstream, None)
+}
+
+/// [`bootstrap`] with the listener's and the upstream cluster's
+/// `per_connection_buffer_limit_bytes` set (Envoy's default: 1 MiB; a filter holding a
+/// larger body gets Envoy's own 413 past it).
+pub fn bootstrap_buffered(module: Module, plugin_config: &str, upstream: SocketAddr, buffer_limit: Option<u64>) -> String {
+    let limit = buffer_limit.map(|n| format!("\n    per_connection_buffer_limit_bytes: {n}")).unwrap_or_default();
     format!(
         r#"admin:
   address: {{ socket_address: {{ address: 127.0.0.1, port_value: 0 }} }}
 static_resources:
   listeners:
   - name: main
-    address: {{ socket_address: {{ address: 127.0.0.1, port_value: 0 }} }}
+    address: {{ socket_address: {{ address: 127.0.0.1, port_value: 0 }} }}{limit}
     filter_chains:
     - filters:
       - name: envoy.filters.network.http_connection_manager
@@ -211,7 +219,7 @@ static_resources:
   clusters:
   - name: upstream
     connect_timeout: 2s
-    type: STATIC
+    type: STATIC{limit}
     load_assignment:
       cluster_name: upstream
       endpoints:
@@ -549,6 +557,11 @@ impl Envoy {
     /// The live stderr lines (only with [`Options::capture`]).
     pub fn live(&self) -> Option<&Arc<LiveLog>> {
         self.live.as_ref()
+    }
+
+    /// The process id (for reading its memory in /proc).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// Whether the process is still running.
