@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 // The engine's own lexer, operator parser and `@rx` analysis (pure files), to analyze the
 // embedded files' patterns as a VM would.
 #[allow(dead_code)]
-#[path = "src/compile/literals.rs"]
+#[path = "src/operators/rx_literals.rs"]
 mod literals;
 #[allow(dead_code)]
 #[path = "src/seclang/lexer.rs"]
@@ -57,7 +57,7 @@ fn packed(out: &Path, n: &mut usize, name: &str, path: &Path) -> String {
 }
 
 /// The `@rx` patterns of `SecRule`s in `files`, each with its analysis (see
-/// `src/compile/literals.rs`), as the entries of `RX_ANALYSES`: sorted by the pattern's key,
+/// `src/operators/rx_literals.rs`), as the entries of `RX_ANALYSES`: sorted by the pattern's key,
 /// `(hash, hash, length, flags (1: Unicode mode, 2: matches every whole value), literals)`.
 /// A VM that meets one of these patterns takes its analysis instead of parsing it; patterns
 /// that do not parse are left out (a VM reports their error).
@@ -95,7 +95,7 @@ fn main() {
     let mut packed_n = 0;
     println!("cargo:rerun-if-env-changed=CRS_DIR");
     println!("cargo:rerun-if-changed=rules");
-    for f in ["src/compile/literals.rs", "src/seclang/lexer.rs", "src/seclang/parser.rs"] {
+    for f in ["src/operators/rx_literals.rs", "src/seclang/lexer.rs", "src/seclang/parser.rs"] {
         println!("cargo:rerun-if-changed={f}");
     }
 

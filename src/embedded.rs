@@ -18,13 +18,13 @@ pub fn data_file(name: &str) -> Option<String> {
     DATA_FILES.iter().find(|(n, _, _)| *n == base).map(|&(_, z, len)| inflate(z, len))
 }
 
-/// The build-time analysis of `pattern` (see `compile::literals`), when it is the pattern of
+/// The build-time analysis of `pattern` (see `operators::rx_literals`), when it is the pattern of
 /// an `@rx` in an embedded rule file.
-pub fn rx_analysis(pattern: &str) -> Option<crate::compile::literals::Analysis> {
-    let key = crate::compile::literals::pattern_key(pattern);
+pub fn rx_analysis(pattern: &str) -> Option<crate::operators::rx_literals::Analysis> {
+    let key = crate::operators::rx_literals::pattern_key(pattern);
     let i = RX_ANALYSES.binary_search_by(|e| (e.0, e.1, e.2).cmp(&key)).ok()?;
     let &(_, _, _, flags, lits) = RX_ANALYSES.get(i)?;
-    Some(crate::compile::literals::Analysis {
+    Some(crate::operators::rx_literals::Analysis {
         unicode: flags & 1 != 0,
         whole: flags & 2 != 0,
         literals: lits.map(|l| l.iter().map(|x| x.to_vec()).collect()),
@@ -75,7 +75,7 @@ mod tests {
                 let Some(op) = d.args.get(1).filter(|_| d.name.eq_ignore_ascii_case("SecRule")) else { continue };
                 let o = crate::seclang::parser::parse_operator(&op.text);
                 if o.name.eq_ignore_ascii_case("rx") {
-                    let want = crate::compile::literals::analyze_pattern(&o.param).unwrap();
+                    let want = crate::operators::rx_literals::analyze_pattern(&o.param).unwrap();
                     assert_eq!(rx_analysis(&o.param), Some(want), "{name}: {}", o.param);
                     n += 1;
                 }

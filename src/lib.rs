@@ -17,6 +17,7 @@ pub mod config;
 pub mod actions;
 pub mod embedded;
 pub mod error;
+pub(crate) mod fx;
 pub mod operators;
 pub mod protect;
 pub mod seclang;

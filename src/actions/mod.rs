@@ -117,7 +117,7 @@ pub struct RuleActions {
 /// `ctl:name=value`: changes engine settings for the current transaction.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Ctl {
-    RuleEngine(crate::compile::EngineMode),
+    RuleEngine(EngineMode),
     RequestBodyAccess(bool),
     RequestBodyProcessor(String),
     ForceRequestBodyVariable(bool),
@@ -194,7 +194,7 @@ impl Ctl {
         let (name, value) = v.split_once('=').ok_or_else(|| format!("ctl: expected name=value, got \"{v}\""))?;
         let value = value.trim();
         Ok(match name.trim().to_ascii_lowercase().as_str() {
-            "ruleengine" => Ctl::RuleEngine(crate::compile::EngineMode::parse(value)?),
+            "ruleengine" => Ctl::RuleEngine(EngineMode::parse(value)?),
             "requestbodyaccess" => Ctl::RequestBodyAccess(on_off(value)?),
             "requestbodyprocessor" => Ctl::RequestBodyProcessor(value.to_ascii_uppercase()),
             "forcerequestbodyvariable" => Ctl::ForceRequestBodyVariable(on_off(value)?),
@@ -342,6 +342,26 @@ impl RuleActions {
         Ok(a)
     }
 }
+
+/// `SecRuleEngine`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EngineMode {
+    On,
+    Off,
+    DetectionOnly,
+}
+
+impl EngineMode {
+    pub fn parse(v: &str) -> Result<EngineMode, String> {
+        match v.trim().to_ascii_lowercase().as_str() {
+            "on" => Ok(EngineMode::On),
+            "off" => Ok(EngineMode::Off),
+            "detectiononly" => Ok(EngineMode::DetectionOnly),
+            _ => Err(format!("expected On, Off or DetectionOnly, got \"{v}\"")),
+        }
+    }
+}
+
 
 #[cfg(test)]
 mod tests {

@@ -6,7 +6,7 @@
 //! actions merged, `block` resolved, `skipAfter` markers turned into indexes.
 
 pub mod inputs;
-pub mod literals;
+pub use crate::operators::rx_literals as literals;
 pub mod prefilter;
 pub mod quick;
 
@@ -20,24 +20,7 @@ use crate::seclang::{self, parse_actions, parse_operator, parse_variables, Macro
 use crate::transforms::Transform;
 use crate::vars::{KeySel, Target, Var};
 
-/// `SecRuleEngine`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EngineMode {
-    On,
-    Off,
-    DetectionOnly,
-}
-
-impl EngineMode {
-    pub fn parse(v: &str) -> Result<EngineMode, String> {
-        match v.trim().to_ascii_lowercase().as_str() {
-            "on" => Ok(EngineMode::On),
-            "off" => Ok(EngineMode::Off),
-            "detectiononly" => Ok(EngineMode::DetectionOnly),
-            _ => Err(format!("expected On, Off or DetectionOnly, got \"{v}\"")),
-        }
-    }
-}
+pub use crate::actions::EngineMode;
 
 /// `SecRequestBodyLimitAction` / `SecResponseBodyLimitAction`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

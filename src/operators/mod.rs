@@ -8,6 +8,7 @@ pub mod ip_match;
 pub mod libinjection;
 pub mod pm;
 pub mod rx;
+pub mod rx_literals;
 pub mod validate;
 pub mod verify;
 

@@ -9,7 +9,7 @@
 //! Example: `SecRule ARGS "@rx (?i)union\s+select" "id:1,deny"`.
 
 use super::Captures;
-use crate::compile::literals;
+use super::rx_literals as literals;
 use regex::bytes::{Regex, RegexBuilder};
 use std::sync::OnceLock;
 

@@ -8,7 +8,7 @@
 
 pub mod budget;
 mod cache;
-pub(crate) use cache::Fx;
+pub(crate) use crate::fx::Fx;
 mod eval;
 mod log;
 pub mod profile;

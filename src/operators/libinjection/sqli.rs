@@ -258,7 +258,7 @@ fn keyword_table() -> &'static KeywordMap {
     })
 }
 
-type KeywordMap = std::collections::HashMap<&'static [u8], u8, std::hash::BuildHasherDefault<crate::tx::Fx>>;
+type KeywordMap = std::collections::HashMap<&'static [u8], u8, std::hash::BuildHasherDefault<crate::fx::Fx>>;
 
 /// C `is_keyword` / `bsearch_keyword_type`: type of `key` (ASCII-upcased), or 0.
 pub fn lookup_word(key: &[u8]) -> u8 {
