@@ -24,8 +24,10 @@
 //! ones are never loaded by ModSecurity's default).  A reference to any other
 //! name is an error, as libxml2's "Entity 'x' not defined" (which makes
 //! ModSecurity set REQBODY_ERROR): with or without a DOCTYPE, and whatever
-//! parameter entities or external subset the DOCTYPE names, since neither is
-//! ever loaded.
+//! parameter entities the internal subset references, since none is ever
+//! loaded.  Only a DOCTYPE with an external subset (`SYSTEM` / `PUBLIC`) lets
+//! any name through, as libxml2 then merely warns (checked against
+//! libmodsecurity 3.0.15).
 //! Input may be UTF-8 (validated), UTF-16 (BOM or `<?` autodetection) or
 //! declared ISO-8859-1 / US-ASCII; other declared encodings are an error.
 //!
@@ -99,6 +101,7 @@ pub fn parse(input: &[u8], limits: &XmlLimits) -> XmlResult {
             limits: *limits,
             has_doctype: false,
             entities: HashSet::new(),
+            external_subset: false,
         };
         p.document(&mut r)
     });
@@ -215,6 +218,8 @@ struct Parser<'a> {
     /// entities `<!ENTITY % name ...>` are not among them). A reference to any other
     /// name is an error, as libxml2's "Entity 'x' not defined".
     entities: HashSet<&'a [u8]>,
+    /// The DOCTYPE names an external subset (`SYSTEM` / `PUBLIC`).
+    external_subset: bool,
 }
 
 impl<'a> Parser<'a> {
@@ -504,7 +509,7 @@ impl<'a> Parser<'a> {
                 if !valid {
                     return Err("EntityRef: expecting name".into());
                 }
-                if !self.entities.contains(body) {
+                if !self.external_subset && !self.entities.contains(body) {
                     return Err(format!(
                         "Entity '{}' not defined",
                         String::from_utf8_lossy(body)
@@ -553,6 +558,12 @@ impl<'a> Parser<'a> {
     fn doctype(&mut self) -> Res<()> {
         self.has_doctype = true;
         self.pos += 9;
+        self.skip_ws();
+        self.name()?;
+        self.skip_ws();
+        // An external subset (never loaded) may declare any entity: libxml2 only warns
+        // about an undeclared one then, and the document parses.
+        self.external_subset = self.at(b"SYSTEM") || self.at(b"PUBLIC");
         let mut in_subset = false;
         loop {
             let Some(c) = self.peek() else {
@@ -722,9 +733,12 @@ mod tests {
         // A parameter entity named like the reference does not declare it either.
         let r = go(br#"<!DOCTYPE x [<!ENTITY % xxe SYSTEM "http://h/x.dtd">]><root>&xxe;</root>"#);
         assert_eq!(r.error.as_deref(), Some(ERROR_MSG));
-        // Nor does an external subset.
-        let r = go(br#"<!DOCTYPE x SYSTEM "http://h/x.dtd"><root a="&xxe;"/>"#);
+        // Nor does an entity of an internal subset with other names, in an attribute.
+        let r = go(br#"<!DOCTYPE x [<!ENTITY a "b">]><root a="&xxe;"/>"#);
         assert_eq!(r.error.as_deref(), Some(ERROR_MSG));
+        // An external subset may declare it: libxml2 only warns, ModSecurity parses.
+        let r = go(br#"<!DOCTYPE x SYSTEM "http://h/x.dtd"><root a="&xxe;">&xxe;</root>"#);
+        assert_eq!(r.error, None, "{:?}", r.detail);
         // A declared general entity still parses (kept literally).
         let r = go(br#"<!DOCTYPE x [<!ENTITY % e "p"><!ENTITY xxe "v">]><root>&xxe;</root>"#);
         assert_eq!(r.error, None, "{:?}", r.detail);
