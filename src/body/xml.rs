@@ -18,10 +18,16 @@
 //! characters, `]]>` and `--` rules), normalises line ends (`\r\n`, `\r` ->
 //! `\n`) and attribute whitespace, decodes character references and the five
 //! predefined entities.  No other entity is ever expanded: a DOCTYPE
-//! (internal subset included) is skipped, and with a DOCTYPE present an
-//! unknown `&name;` is kept literally (libxml2 would only expand internal
-//! entities; external ones are never loaded by ModSecurity's default).
-//! Without a DOCTYPE an unknown entity is an error, as in libxml2.
+//! (internal subset included) is skipped apart from the names of the general
+//! entities it declares (`<!ENTITY name ...>`), and a reference to one of those
+//! is kept literally (libxml2 would only expand internal entities; external
+//! ones are never loaded by ModSecurity's default).  A reference to any other
+//! name is an error, as libxml2's "Entity 'x' not defined" (which makes
+//! ModSecurity set REQBODY_ERROR): with or without a DOCTYPE, and whatever
+//! parameter entities the internal subset references, since none is ever
+//! loaded.  Only a DOCTYPE with an external subset (`SYSTEM` / `PUBLIC`) lets
+//! any name through, as libxml2 then merely warns (checked against
+//! libmodsecurity 3.0.15).
 //! Input may be UTF-8 (validated), UTF-16 (BOM or `<?` autodetection) or
 //! declared ISO-8859-1 / US-ASCII; other declared encodings are an error.
 //!
@@ -94,6 +100,8 @@ pub fn parse(input: &[u8], limits: &XmlLimits) -> XmlResult {
             pos: 0,
             limits: *limits,
             has_doctype: false,
+            entities: HashSet::new(),
+            external_subset: false,
         };
         p.document(&mut r)
     });
@@ -206,6 +214,12 @@ struct Parser<'a> {
     pos: usize,
     limits: XmlLimits,
     has_doctype: bool,
+    /// General entities the internal subset declares (`<!ENTITY name ...>`; parameter
+    /// entities `<!ENTITY % name ...>` are not among them). A reference to any other
+    /// name is an error, as libxml2's "Entity 'x' not defined".
+    entities: HashSet<&'a [u8]>,
+    /// The DOCTYPE names an external subset (`SYSTEM` / `PUBLIC`).
+    external_subset: bool,
 }
 
 impl<'a> Parser<'a> {
@@ -495,7 +509,7 @@ impl<'a> Parser<'a> {
                 if !valid {
                     return Err("EntityRef: expecting name".into());
                 }
-                if !self.has_doctype {
+                if !self.external_subset && !self.entities.contains(body) {
                     return Err(format!(
                         "Entity '{}' not defined",
                         String::from_utf8_lossy(body)
@@ -544,6 +558,12 @@ impl<'a> Parser<'a> {
     fn doctype(&mut self) -> Res<()> {
         self.has_doctype = true;
         self.pos += 9;
+        self.skip_ws();
+        self.name()?;
+        self.skip_ws();
+        // An external subset (never loaded) may declare any entity: libxml2 only warns
+        // about an undeclared one then, and the document parses.
+        self.external_subset = self.at(b"SYSTEM") || self.at(b"PUBLIC");
         let mut in_subset = false;
         loop {
             let Some(c) = self.peek() else {
@@ -562,6 +582,22 @@ impl<'a> Parser<'a> {
                     self.pos += end + 1;
                 }
                 b'<' if in_subset && self.at(b"<!--") => self.comment()?,
+                b'<' if in_subset && self.at(b"<!ENTITY") => {
+                    self.pos += 8;
+                    if self.skip_ws() == 0 {
+                        return Err("Space required after '<!ENTITY'".into());
+                    }
+                    if self.peek() == Some(b'%') {
+                        // A parameter entity: never referenced from content.
+                        self.pos += 1;
+                    } else {
+                        let (a, b) = self.name()?;
+                        let s: &'a [u8] = self.s;
+                        if let Some(name) = s.get(a..b) {
+                            self.entities.insert(name);
+                        }
+                    }
+                }
                 b'<' if in_subset && self.at(b"<?") => {
                     let Some(end) = self.find_from(b"?>") else {
                         return Err("PI not terminated".into());
@@ -685,6 +721,28 @@ mod tests {
         let r = go(&doc);
         assert_eq!(r.error, None, "{:?}", r.detail);
         assert_eq!(text(&r), "&l9;");
+    }
+
+    #[test]
+    fn undeclared_entity_after_a_parameter_entity_is_an_error() {
+        // XXE through an external parameter entity: `xxe` is declared nowhere wafer (or
+        // ModSecurity, which loads no external DTD) can see, so libxml2 fails the document.
+        let r = go(br#"<!DOCTYPE x [<!ENTITY % e PUBLIC "a" "http://h/x.dtd">%e;]><root>&xxe;</root>"#);
+        assert_eq!(r.error.as_deref(), Some(ERROR_MSG));
+        assert_eq!(r.detail.as_deref(), Some("Entity 'xxe' not defined"));
+        // A parameter entity named like the reference does not declare it either.
+        let r = go(br#"<!DOCTYPE x [<!ENTITY % xxe SYSTEM "http://h/x.dtd">]><root>&xxe;</root>"#);
+        assert_eq!(r.error.as_deref(), Some(ERROR_MSG));
+        // Nor does an entity of an internal subset with other names, in an attribute.
+        let r = go(br#"<!DOCTYPE x [<!ENTITY a "b">]><root a="&xxe;"/>"#);
+        assert_eq!(r.error.as_deref(), Some(ERROR_MSG));
+        // An external subset may declare it: libxml2 only warns, ModSecurity parses.
+        let r = go(br#"<!DOCTYPE x SYSTEM "http://h/x.dtd"><root a="&xxe;">&xxe;</root>"#);
+        assert_eq!(r.error, None, "{:?}", r.detail);
+        // A declared general entity still parses (kept literally).
+        let r = go(br#"<!DOCTYPE x [<!ENTITY % e "p"><!ENTITY xxe "v">]><root>&xxe;</root>"#);
+        assert_eq!(r.error, None, "{:?}", r.detail);
+        assert_eq!(text(&r), "&xxe;");
     }
 
     #[test]

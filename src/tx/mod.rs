@@ -978,7 +978,7 @@ impl Transaction {
         let before = self.req.retained_bytes();
         // The last request's parse of the same JSON body, copied (not when profiling).
         let reused = processor == Some("JSON") && self.profile.is_none() && self.replay.trace_request().is_some_and(|old| self.req.reuse_json(old));
-        let stopped = !reused && self.req.parse_body(processor, s.request_body_json_depth_limit, s.arguments_limit, room);
+        let stopped = !reused && self.req.parse_body(processor, s.request_body_json_depth_limit, s.arguments_limit, room, s.request_body_no_files_limit);
         self.held.sub(reserved);
         self.held.add(self.req.retained_bytes().saturating_sub(before));
         if stopped || self.held.over(limit) {

@@ -464,12 +464,23 @@ impl Request {
     /// Parses the body with `processor` into the body variables, a JSON body's names and
     /// values capped at `max_output` bytes (the room the memory budget leaves). True when
     /// that cap stopped the parse.
-    pub fn parse_body(&mut self, processor: Option<&str>, json_depth: usize, max_args: usize, max_output: usize) -> bool {
+    ///
+    /// `no_files_limit` is `SecRequestBodyNoFilesLimit` (0: none), with ModSecurity v3's
+    /// semantics (checked against libmodsecurity 3.0.15): a URLENCODED, JSON or XML body
+    /// longer than it is not parsed, a MULTIPART body whose part headers and non-file data
+    /// are longer is parsed; both set REQBODY_ERROR (with ModSecurity's message) and
+    /// INBOUND_DATA_ERROR. A body without a processor is not measured.
+    pub fn parse_body(&mut self, processor: Option<&str>, json_depth: usize, max_args: usize, max_output: usize, no_files_limit: usize) -> bool {
         if self.body_processed {
             return false;
         }
         self.body_processed = true;
         self.reqbody_processor = processor.unwrap_or("").as_bytes().to_vec();
+        let over_no_files = |len: usize| no_files_limit > 0 && len > no_files_limit;
+        if matches!(processor, Some("URLENCODED" | "JSON" | "XML")) && over_no_files(self.body.len()) {
+            self.set_no_files_error();
+            return false;
+        }
         let room = max_args.saturating_sub(self.args_get.len());
         match processor {
             Some("URLENCODED") => {
@@ -533,6 +544,8 @@ impl Request {
                 if let Some(e) = m.error {
                     self.reqbody_error = true;
                     self.reqbody_error_msg = e.into_bytes();
+                } else if over_no_files(m.no_files_length) {
+                    self.set_no_files_error();
                 }
             }
             Some("XML") => {
@@ -550,6 +563,18 @@ impl Request {
             _ => {}
         }
         false
+    }
+}
+
+/// REQBODY_ERROR_MSG of a body over `SecRequestBodyNoFilesLimit` (ModSecurity v3's text).
+pub const NO_FILES_LIMIT_MSG: &[u8] = b"Request body excluding files is bigger than the maximum expected.";
+
+impl Request {
+    /// The body is over `SecRequestBodyNoFilesLimit`: REQBODY_ERROR and INBOUND_DATA_ERROR.
+    fn set_no_files_error(&mut self) {
+        self.reqbody_error = true;
+        self.inbound_data_error = true;
+        set_bytes(&mut self.reqbody_error_msg, NO_FILES_LIMIT_MSG);
     }
 }
 
@@ -762,12 +787,12 @@ mod tests {
         let mut r = Request::default();
         r.add_request_header(b"Content-Type", b"application/json");
         r.body = br#"{"a":1,"b":2,"c":3}"#.to_vec();
-        r.parse_body(Some("JSON"), 512, 2, usize::MAX);
+        r.parse_body(Some("JSON"), 512, 2, usize::MAX, 0);
         assert!(r.reqbody_error);
         assert_eq!(r.args_post.len(), 2);
         let mut r = Request::default();
         r.body = br#"{"a":1,"b":2}"#.to_vec();
-        r.parse_body(Some("JSON"), 512, 2, usize::MAX);
+        r.parse_body(Some("JSON"), 512, 2, usize::MAX, 0);
         assert!(!r.reqbody_error);
     }
 

@@ -187,6 +187,52 @@ fn malformed_json_sets_reqbody_error() {
     assert_eq!(run(&rs, "POST", "/", &[JSON], b"{\"a\": [1, 2]}").0, None);
 }
 
+/// `SecRequestBodyNoFilesLimit 131072` (@recommended-conf), as libmodsecurity 3.0.15 answers:
+/// over it a form, JSON or XML body sets REQBODY_ERROR (rule 200002: 400), at it passes; a
+/// multipart body counts without its file parts; a body without a processor is not measured.
+#[test]
+fn body_over_no_files_limit_is_a_body_error() {
+    let rs = rules("Include @recommended-conf\nSecRuleEngine On");
+    let form = |n: usize| format!("a={}", "b".repeat(n - 2)).into_bytes();
+    let (i, logs) = run(&rs, "POST", "/", &[FORM], &form(131_073));
+    assert_eq!(i.map(|i| (i.status, i.rule_id)), Some((400, Some(200002))));
+    assert!(logs.iter().any(|l| l.contains("Request body excluding files is bigger than the maximum expected.")), "{logs:?}");
+    assert_eq!(run(&rs, "POST", "/", &[FORM], &form(131_072)).0, None);
+    let json = format!("{{\"a\":\"{}\"}}", "b".repeat(200_000));
+    assert_eq!(run(&rs, "POST", "/", &[JSON], json.as_bytes()).0.map(|i| i.status), Some(400));
+    let xml = format!("<r>{}</r>", "b".repeat(200_000));
+    assert_eq!(run(&rs, "POST", "/", &[("Content-Type", "text/xml")], xml.as_bytes()).0.map(|i| i.status), Some(400));
+    assert_eq!(run(&rs, "POST", "/", &[("Content-Type", "text/plain")], &[b'b'; 200_000]).0, None);
+    let mp = ("Content-Type", "multipart/form-data; boundary=b");
+    let part = |file: &str, n: usize| {
+        let mut b = format!("--b\r\nContent-Disposition: form-data; name=\"a\"{file}\r\n\r\n").into_bytes();
+        b.extend(std::iter::repeat_n(b'z', n));
+        b.extend_from_slice(b"\r\n--b--\r\n");
+        b
+    };
+    assert_eq!(run(&rs, "POST", "/", &[mp], &part("; filename=\"x.txt\"", 200_000)).0, None);
+    assert_eq!(run(&rs, "POST", "/", &[mp], &part("", 131_000)).0, None);
+    assert_eq!(run(&rs, "POST", "/", &[mp], &part("", 131_100)).0.map(|i| (i.status, i.rule_id)), Some((400, Some(200002))));
+    // A raised limit lets the form through.
+    let raised = rules("Include @recommended-conf\nSecRequestBodyNoFilesLimit 1048576\nSecRuleEngine On");
+    assert_eq!(run(&raised, "POST", "/", &[FORM], &form(200_000)).0, None);
+}
+
+/// Rules 200003 (MULTIPART_STRICT_ERROR) and 200004 of @recommended-conf, as
+/// modsecurity.conf-recommended: a bare-LF multipart body gets 400 as in libmodsecurity 3.0.15.
+#[test]
+fn multipart_strict_errors_are_refused_by_recommended_conf() {
+    let rs = rules("Include @recommended-conf\nSecRuleEngine On");
+    let mp = ("Content-Type", "multipart/form-data; boundary=b");
+    let (i, logs) = run(&rs, "POST", "/", &[mp], b"--b\nContent-Disposition: form-data; name=\"a\"\n\n1\n--b--\n");
+    assert_eq!(i.map(|i| (i.status, i.rule_id)), Some((400, Some(200003))));
+    assert!(logs.iter().any(|l| l.contains("LF 1")), "{logs:?}");
+    let junk_after = b"--b\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\n1\r\n--b--\r\njunk";
+    assert_eq!(run(&rs, "POST", "/", &[mp], junk_after).0.map(|i| (i.status, i.rule_id)), Some((400, Some(200003))));
+    let ok = b"--b\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\n1\r\n--b--\r\n";
+    assert_eq!(run(&rs, "POST", "/", &[mp], ok).0, None);
+}
+
 #[test]
 fn engine_off_does_nothing() {
     let rs = rules("SecRuleEngine Off\nSecRule REQUEST_URI \"@contains /admin\" \"id:1,phase:1,deny\"");
@@ -1812,6 +1858,7 @@ fn with_process_partial_a_body_past_the_memory_budget_is_inspected_as_far_as_it_
 /// another copy of about its size, more than a 4 MiB budget holds besides the body.
 const CHAINS: &str = "SecRuleEngine On
 SecRequestBodyAccess On
+SecRequestBodyNoFilesLimit 13107200
 SecRule ARGS \"@contains attack\" \"id:1,phase:2,deny,status:403,t:urlDecodeUni\"
 SecRule ARGS \"@contains attack\" \"id:2,phase:2,deny,status:403,t:lowercase\"
 SecRule ARGS \"@contains attack\" \"id:3,phase:2,deny,status:403,t:htmlEntityDecode\"

@@ -26,6 +26,7 @@
 //! - `dynamic_module`: the dynamic module loaded the ways Envoy finds one (`name` and the search path,
 //!   a remote source checked by sha256).
 //! - `budget`: the memory budget: bodies held at once past it get 413, counted and logged.
+//! - `fidelity`: verdicts of `@recommended-conf` that follow ModSecurity v3 (XXE, NoFilesLimit, strict multipart).
 //! - `precompiled`: the module with V8's compiled code for this Envoy (`make wasm-precompiled`).
 
 /// Runs each named test function (`fn name(build: Build)`) once per build: the tests
@@ -61,6 +62,7 @@ mod hostile;
 mod failure_policy;
 mod dynamic_module;
 mod precompiled;
+mod fidelity;
 
 use std::time::Duration;
 
