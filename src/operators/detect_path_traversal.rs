@@ -21,6 +21,50 @@ const SYSTEM_ROOTS: &[&str] = &["etc", "proc", "var", "usr", "opt", "root", "sys
 const WRAPPERS: &[&str] = &["php://", "file://", "phar://", "zip://", "expect://", "glob://", "data://", "ogg://", "rar://", "zlib://", "compress.zlib://", "compress.bzip2://", "ssh2.", "jar:file:", "jar:http", "netdoc://", "gopher://", "dict://"];
 
 fn normalize(v: &[u8]) -> String {
+    // Nested `%25` first (`%252e` -> `%2e`), at most three times.
+    let mut cur = v.to_vec();
+    for _ in 0..3 {
+        if !cur.windows(3).any(|w| w.eq_ignore_ascii_case(b"%25")) {
+            break;
+        }
+        cur = replace_all(&cur, b"%25", b"%");
+    }
+    normalize_once(&cur)
+}
+
+fn replace_all(v: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(v.len());
+    let mut i = 0;
+    while i < v.len() {
+        if v.get(i..i + from.len()).is_some_and(|w| w.eq_ignore_ascii_case(from)) {
+            out.extend_from_slice(to);
+            i += from.len();
+        } else {
+            out.extend_from_slice(v.get(i..=i).unwrap_or_default());
+            i += 1;
+        }
+    }
+    out
+}
+
+/// The skeleton of a value: runs of characters other than letters, digits and `.` become one
+/// `/` (`windows%c0%9vsystem32` and `etc\\hosts` read as paths).
+fn skeleton(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if c.is_ascii_alphanumeric() || c == '.' || c == '_' || c == '-' {
+            out.push(c);
+        } else if !out.ends_with('/') {
+            out.push('/');
+        }
+    }
+    out
+}
+
+/// Targets no benign parameter names with separators around them.
+const STRONG: &[&str] = &["etc/passwd", "etc/shadow", "etc/hosts", "etc/issue", "etc/group", "windows/system32", "/win.ini", "/boot.ini", "/system.ini", "proc/self/", "/winnt/", "repair/sam", "etc/motd"];
+
+fn normalize_once(v: &[u8]) -> String {
     let mut out = Vec::with_capacity(v.len());
     let mut i = 0;
     let hx = |b: u8| (b as char).to_digit(16);
@@ -43,6 +87,12 @@ fn normalize(v: &[u8]) -> String {
                     break;
                 }
                 out.push(c);
+                i += 3;
+                continue;
+            }
+            // A broken escape (`%c1%8s`: an overlong form cut short) separates like `/`.
+            if rest.first().is_some_and(u8::is_ascii_hexdigit) && rest.get(1).is_some_and(|c| c.is_ascii_alphanumeric()) {
+                out.push(b'/');
                 i += 3;
                 continue;
             }
@@ -101,6 +151,13 @@ pub fn detect_path_traversal(value: &[u8]) -> Option<&'static str> {
         }
     }
     let sens = sensitive(&s);
+    // Separators of any kind before a strong target (`..%c0%9vwindows%c0%9vsystem32`).
+    let sk = skeleton(&s);
+    let sk = if sk.starts_with('/') { sk } else { format!("/{sk}") };
+    let junk = s.contains("..") || s.contains('%') || s.contains("0x2e") || s.contains('\u{fffd}') || s.starts_with('/') || s.starts_with('.');
+    if junk && STRONG.iter().any(|t| sk.contains(t)) {
+        return Some("sensitive-file");
+    }
     let config_like = s.ends_with(".conf") || s.ends_with(".log") || s.ends_with(".ini") || s.ends_with(".xml");
     if escapes >= 2 || dotdots >= 3 || (escapes >= 1 && (sens || config_like)) {
         return Some("traversal");
@@ -143,14 +200,14 @@ mod tests {
 
     #[test]
     fn sensitive_targets_and_wrappers() {
-        for s in ["/etc/passwd", "/proc/self/environ", "C:\\Windows\\win.ini", "/var/log/apache2/access.log", "/usr/local/etc/apache22/httpd.conf", "php://filter/convert.base64-encode/resource=index.php", "file:///etc/passwd", "data:text/plain;base64,PD9waHA=", "expect://id", "/home/user/.ssh/id_rsa", "etc/passwd"] {
+        for s in ["/etc/passwd", "/proc/self/environ", "C:\\Windows\\win.ini", "/var/log/apache2/access.log", "/usr/local/etc/apache22/httpd.conf", "php://filter/convert.base64-encode/resource=index.php", "file:///etc/passwd", "data:text/plain;base64,PD9waHA=", "expect://id", "/home/user/.ssh/id_rsa", "etc/passwd", "%252e%252e%c0%af%252e%252e%c0%afwindows%c0%afsystem32%c0%afdrivers%c0%afetc%c0%afhosts", ".?%c1%8s.?%c1%8swindows%c1%8ssystem32%c1%8sdrivers%c1%8setc%c1%8shosts", "0x2e0x2e%c0%9vwindows%c0%9vsystem32"] {
             assert!(d(s.as_bytes()).is_some(), "{s}");
         }
     }
 
     #[test]
     fn ordinary_paths_and_text_pass() {
-        for s in ["/images/logo.png", "../style.css", "docs/readme.md", "/home", "/search?q=a", "a.b.c", "Hello... world", "1/2/3", "/api/v1/users/42", "see ./notes", "http://example.com/a/b", "/var/www/html/index.php"] {
+        for s in ["/images/logo.png", "../style.css", "docs/readme.md", "/home", "/search?q=a", "a.b.c", "Hello... world", "1/2/3", "/api/v1/users/42", "see ./notes", "http://example.com/a/b", "/var/www/html/index.php", "Windows system32 error", "etc hosts"] {
             assert!(d(s.as_bytes()).is_none(), "{s}");
         }
     }
