@@ -70,7 +70,8 @@ fn normalize_once(v: &[u8]) -> String {
     let hx = |b: u8| (b as char).to_digit(16);
     while let Some(&b) = v.get(i) {
         if b == 0 {
-            break;
+            i += 1;
+            continue;
         }
         if b == b'%' {
             let rest = v.get(i + 1..).unwrap_or_default();
@@ -84,7 +85,8 @@ fn normalize_once(v: &[u8]) -> String {
             if let (Some(h), Some(l)) = (rest.first().and_then(|&c| hx(c)), rest.get(1).and_then(|&c| hx(c))) {
                 let c = (h * 16 + l) as u8;
                 if c == 0 {
-                    break;
+                    i += 3;
+                    continue;
                 }
                 out.push(c);
                 i += 3;
@@ -108,6 +110,8 @@ fn normalize_once(v: &[u8]) -> String {
         i += 1;
     }
     let s = String::from_utf8_lossy(&out).to_ascii_lowercase();
+    // Hex spellings and the Unicode look-alikes of `.` and `/` that decoders fold.
+    let s = s.replace("0x2e", ".").replace("0x2f", "/").replace("0x5c", "/").replace(['\u{ff0e}', '\u{2024}'], ".").replace(['\u{2215}', '\u{2216}', '\u{ff0f}', '\u{ff3c}'], "/");
     s.replace("..;/", "../").replace("....//", "../").replace("...//", "../")
 }
 
@@ -200,7 +204,7 @@ mod tests {
 
     #[test]
     fn sensitive_targets_and_wrappers() {
-        for s in ["/etc/passwd", "/proc/self/environ", "C:\\Windows\\win.ini", "/var/log/apache2/access.log", "/usr/local/etc/apache22/httpd.conf", "php://filter/convert.base64-encode/resource=index.php", "file:///etc/passwd", "data:text/plain;base64,PD9waHA=", "expect://id", "/home/user/.ssh/id_rsa", "etc/passwd", "%252e%252e%c0%af%252e%252e%c0%afwindows%c0%afsystem32%c0%afdrivers%c0%afetc%c0%afhosts", ".?%c1%8s.?%c1%8swindows%c1%8ssystem32%c1%8sdrivers%c1%8setc%c1%8shosts", "0x2e0x2e%c0%9vwindows%c0%9vsystem32"] {
+        for s in ["/etc/passwd", "/proc/self/environ", "C:\\Windows\\win.ini", "/var/log/apache2/access.log", "/usr/local/etc/apache22/httpd.conf", "php://filter/convert.base64-encode/resource=index.php", "file:///etc/passwd", "data:text/plain;base64,PD9waHA=", "expect://id", "/home/user/.ssh/id_rsa", "etc/passwd", "%252e%252e%c0%af%252e%252e%c0%afwindows%c0%afsystem32%c0%afdrivers%c0%afetc%c0%afhosts", ".?%c1%8s.?%c1%8swindows%c1%8ssystem32%c1%8sdrivers%c1%8setc%c1%8shosts", "0x2e0x2e%c0%9vwindows%c0%9vsystem32", "%5C..0x2fetc0x2fpasswd", ".%00.0x5c.%00.0x5c.%00.0x5cboot.ini", "\u{ff0e}\u{ff0e}/\u{ff0e}\u{ff0e}/etc/issue"] {
             assert!(d(s.as_bytes()).is_some(), "{s}");
         }
     }
