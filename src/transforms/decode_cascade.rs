@@ -231,7 +231,7 @@ fn b64val(b: u8) -> Option<u32> {
 /// Decodes base64 or base64url (padding optional); `None` when a character is outside the
 /// alphabet or the length cannot be base64.
 fn b64_decode(s: &[u8]) -> Option<Vec<u8>> {
-    let body = s.iter().rposition(|&c| c != b'=').map_or(&s[..0], |p| s.get(..=p).unwrap_or_default());
+    let body = s.iter().rposition(|&c| c != b'=').map_or(&[][..], |p| s.get(..=p).unwrap_or_default());
     if body.len() % 4 == 1 {
         return None;
     }
@@ -292,7 +292,7 @@ fn base64(v: &[u8]) -> Option<Vec<u8>> {
 
 fn hex(v: &[u8]) -> Option<Vec<u8>> {
     let s = v.strip_prefix(b"0x").or_else(|| v.strip_prefix(b"0X")).unwrap_or(v);
-    if s.len() < 8 || s.len() % 2 != 0 || !s.iter().all(u8::is_ascii_hexdigit) {
+    if s.len() < 8 || !s.len().is_multiple_of(2) || !s.iter().all(u8::is_ascii_hexdigit) {
         return None;
     }
     let d: Vec<u8> = s.chunks_exact(2).filter_map(|p| hex_n(p, 0, 2)).map(|x| x as u8).collect();
