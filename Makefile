@@ -253,6 +253,16 @@ crs:
 crs-verify:
 	scripts/crs-fetch.sh --verify $(CRS_DIR)
 
+# What @wafer-detect adds to the CRS (docs/detection.md): the development corpora of
+# ../shared/detection in every placement and encoding, and benign corpora (HttpParamsDataset
+# norm values, bench/realistic.py's traffic, free text, JSON APIs, code snippets), through the
+# native engine with CRS PL1, CRS PL1 + @wafer-detect and CRS PL2 (~1 min). Prints the tables;
+# exits 1 when a bar of issue 55 is not met.
+.PHONY: detect-eval
+detect-eval: tools-rust
+	$(CARGO) build --release -p wafer-cli -j $(JOBS)
+	python3 tests/detect_eval.py
+
 # Differential test against ModSecurity v3 (PyPI libmodsecurity) on the CRS suite and
 # generated variants (tests/oracle/README.md). Ends with "N passed, N failed".
 .PHONY: oracle

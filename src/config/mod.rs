@@ -16,6 +16,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 pub mod crs;
+pub mod detect;
 pub mod json;
 
 use crate::compile::Ruleset;
@@ -39,6 +40,8 @@ pub struct PluginConfig {
     /// applied to every rule set that includes the CRS. Alone, it selects the
     /// full CRS in blocking mode.
     pub crs: Option<crs::CrsConfig>,
+    /// wafer's detection tier (`Include @wafer-detect`, docs/detection.md) in every rule set.
+    pub detect: Option<detect::DetectConfig>,
     /// Protections beyond rules (src/protect), each off unless given.
     pub client_ip: Option<protect::ClientIpConfig>,
     pub ip_lists: Option<protect::IpListsConfig>,
@@ -68,7 +71,7 @@ impl PluginConfig {
 
     fn from_json(v: &json::Json) -> Result<PluginConfig, String> {
         const FIELDS: &[&str] = &[
-            "directives_map", "default_directives", "per_authority_directives", "metric_labels", "rules", "crs", "client_ip",
+            "directives_map", "default_directives", "per_authority_directives", "metric_labels", "rules", "crs", "detect", "client_ip",
             "ip_lists", "rate_limit", "behaviour_scoring", "hardening", "request_log", "memory_budget_bytes", "test_trap_header",
         ];
         let o = json::Obj::new(v, "", FIELDS)?;
@@ -79,6 +82,7 @@ impl PluginConfig {
             metric_labels: o.string_map("metric_labels")?,
             rules: o.strings("rules")?,
             crs: o.get("crs").map(|v| crs::CrsConfig::from_json(v, "crs")).transpose()?,
+            detect: o.get("detect").map(|v| detect::DetectConfig::from_json(v, "detect")).transpose()?,
             client_ip: o.get("client_ip").map(|v| protect::ClientIpConfig::from_json(v, "client_ip")).transpose()?,
             ip_lists: o.get("ip_lists").map(|v| protect::IpListsConfig::from_json(v, "ip_lists")).transpose()?,
             rate_limit: o.get("rate_limit").map(|v| protect::RateLimitConfig::from_json(v, "rate_limit")).transpose()?,
@@ -156,6 +160,15 @@ impl Waf {
             }
             if crate::embedded::CRS_VERSION.is_empty() {
                 return Err(Error::new("plugin configuration", "crs settings given, but this build has no OWASP CRS (build with CRS_DIR set)"));
+            }
+        }
+        if let Some(d) = &cfg.detect {
+            if map.is_empty() {
+                map.insert("default".to_string(), detect::default_directives());
+                default_name.get_or_insert_with(|| "default".to_string());
+            }
+            for lines in map.values_mut() {
+                d.apply(lines)?;
             }
         }
         let mut sets = BTreeMap::new();

@@ -4,6 +4,14 @@
 //! value. Parameters that contain `%{...}` macros are expanded per evaluation
 //! through [`Expand`].
 
+pub mod detect_cmdi;
+pub mod detect_crlf;
+pub mod detect_ldapi;
+pub mod detect_nosqli;
+pub mod detect_path_traversal;
+pub mod detect_ssi;
+pub mod detect_ssti;
+pub mod detect_xxe;
 pub mod ip_match;
 pub mod libinjection;
 pub mod pm;
@@ -104,6 +112,56 @@ pub enum Operator {
     ValidateUtf8Encoding,
     /// `@verifyCC`, `@verifySSN`, `@verifyCPF`, `@verifySVNR`.
     Verify(verify::Verify),
+    /// wafer's own detectors (`@detectCmdi`, ...): see [`Detector`].
+    Detect(Detector),
+}
+
+/// wafer's native detectors (extensions to SecLang), one file each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Detector {
+    Cmdi,
+    PathTraversal,
+    Ssti,
+    Ssi,
+    Ldapi,
+    Nosqli,
+    Xxe,
+    Crlf,
+}
+
+impl Detector {
+    const NAMES: &'static [(&'static str, &'static str, Detector)] = &[
+        ("detectcmdi", "DetectCmdi", Detector::Cmdi),
+        ("detectpathtraversal", "DetectPathTraversal", Detector::PathTraversal),
+        ("detectssti", "DetectSSTI", Detector::Ssti),
+        ("detectssi", "DetectSSI", Detector::Ssi),
+        ("detectldapi", "DetectLDAPi", Detector::Ldapi),
+        ("detectnosqli", "DetectNoSQLi", Detector::Nosqli),
+        ("detectxxe", "DetectXXE", Detector::Xxe),
+        ("detectcrlf", "DetectCRLF", Detector::Crlf),
+    ];
+
+    fn from_name(lower: &str) -> Option<Detector> {
+        Self::NAMES.iter().find(|(n, _, _)| *n == lower).map(|&(_, _, d)| d)
+    }
+
+    pub fn log_name(self) -> &'static str {
+        Self::NAMES.iter().find(|(_, _, d)| *d == self).map_or("Detect", |&(_, n, _)| n)
+    }
+
+    /// What the detector found in `value` (`TX:0` with `capture`), or `None`.
+    pub fn find(self, value: &[u8]) -> Option<String> {
+        match self {
+            Detector::Cmdi => detect_cmdi::detect_cmdi(value),
+            Detector::PathTraversal => detect_path_traversal::detect_path_traversal(value).map(String::from),
+            Detector::Ssti => detect_ssti::detect_ssti(value).map(String::from),
+            Detector::Ssi => detect_ssi::detect_ssi(value).map(String::from),
+            Detector::Ldapi => detect_ldapi::detect_ldapi(value).map(String::from),
+            Detector::Nosqli => detect_nosqli::detect_nosqli(value).map(String::from),
+            Detector::Xxe => detect_xxe::detect_xxe(value).map(String::from),
+            Detector::Crlf => detect_crlf::detect_crlf(value).map(String::from),
+        }
+    }
 }
 
 impl Operator {
@@ -184,7 +242,10 @@ impl Operator {
             "verifyssn" => Operator::Verify(verify::Verify::new(verify::Check::Ssn, param)?),
             "verifycpf" => Operator::Verify(verify::Verify::new(verify::Check::Cpf, param)?),
             "verifysvnr" => Operator::Verify(verify::Verify::new(verify::Check::Svnr, param)?),
-            other => return Err(format!("unknown operator \"@{other}\"")),
+            other => match Detector::from_name(other) {
+                Some(d) => Operator::Detect(d),
+                None => return Err(format!("unknown operator \"@{other}\"")),
+            },
         })
     }
 
@@ -214,6 +275,7 @@ impl Operator {
             Operator::ValidateUrlEncoding => "ValidateUrlEncoding",
             Operator::ValidateUtf8Encoding => "ValidateUtf8Encoding",
             Operator::Verify(v) => v.log_name(),
+            Operator::Detect(d) => d.log_name(),
         }
     }
 
@@ -260,6 +322,15 @@ impl Operator {
             Operator::ValidateUrlEncoding => validate::url_encoding_invalid(value),
             Operator::ValidateUtf8Encoding => validate::utf8_invalid(value),
             Operator::Verify(v) => v.eval(value, capture, caps),
+            Operator::Detect(d) => match d.find(value) {
+                Some(what) => {
+                    if capture {
+                        caps.0 = vec![what.into_bytes()];
+                    }
+                    true
+                }
+                None => false,
+            },
         }
     }
 }

@@ -20,6 +20,7 @@ mod base64_encode;
 mod cmd_line;
 mod compress_whitespace;
 mod css_decode;
+mod decode_cascade;
 mod escape_seq_decode;
 mod hex_decode;
 mod hex_encode;
@@ -56,6 +57,7 @@ pub use base64_encode::base64_encode;
 pub use cmd_line::cmd_line;
 pub use compress_whitespace::compress_whitespace;
 pub use css_decode::css_decode;
+pub use decode_cascade::decode_cascade;
 pub use escape_seq_decode::escape_seq_decode;
 pub use hex_decode::hex_decode;
 pub use hex_encode::hex_encode;
@@ -124,6 +126,8 @@ pub enum Transform {
     ParityEven7bit,
     ParityOdd7bit,
     ParityZero7bit,
+    /// wafer extension: see `decode_cascade`.
+    DecodeCascade,
 }
 
 /// Name table: (lowercased SecLang name, transform). Aliases map to the same
@@ -166,6 +170,7 @@ const NAMES: &[(&str, Transform)] = &[
     ("parityeven7bit", Transform::ParityEven7bit),
     ("parityodd7bit", Transform::ParityOdd7bit),
     ("parityzero7bit", Transform::ParityZero7bit),
+    ("decodecascade", Transform::DecodeCascade),
 ];
 
 impl Transform {
@@ -206,6 +211,7 @@ impl Transform {
         Transform::ParityEven7bit,
         Transform::ParityOdd7bit,
         Transform::ParityZero7bit,
+        Transform::DecodeCascade,
     ];
 
     /// Looks up a transformation by its SecLang name (case-insensitive).
@@ -254,6 +260,7 @@ impl Transform {
             Transform::ParityEven7bit => "parityEven7bit",
             Transform::ParityOdd7bit => "parityOdd7bit",
             Transform::ParityZero7bit => "parityZero7bit",
+            Transform::DecodeCascade => "decodeCascade",
         }
     }
 
@@ -342,6 +349,7 @@ impl Transform {
             Transform::ParityEven7bit => parity_even_7bit(input),
             Transform::ParityOdd7bit => parity_odd_7bit(input),
             Transform::ParityZero7bit => parity_zero_7bit(input),
+            Transform::DecodeCascade => decode_cascade(input),
         }
     }
 }

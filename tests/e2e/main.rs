@@ -59,6 +59,7 @@ mod tiers;
 mod edge_cases;
 mod protect;
 mod hostile;
+mod detect;
 mod failure_policy;
 mod dynamic_module;
 mod precompiled;

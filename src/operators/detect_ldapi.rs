@@ -1,0 +1,76 @@
+//! `@detectLDAPi` (wafer extension): LDAP filter injection (RFC 4515 filter grammar).
+//!
+//! The value is tokenized into `(`, `)`, the filter operators `&`, `|`, `!`, the comparison
+//! operators `=`, `~=`, `>=`, `<=`, `*` and attribute/value text. It is an injection when it
+//! closes a filter and opens another (`)(`, `*)(`), opens a composite filter (`(&(`, `(|(`,
+//! `(!(`), holds a whole item `(attr=value)` next to a parenthesis it does not balance, or
+//! ends a filter early with wildcards (`*))`, `*)%00`). An attribute is a name
+//! (`[A-Za-z][A-Za-z0-9-]*` or an OID).
+
+fn attr_like(s: &[u8]) -> bool {
+    let t: Vec<u8> = s.iter().copied().filter(|c| !c.is_ascii_whitespace()).collect();
+    !t.is_empty() && (t.first().is_some_and(u8::is_ascii_alphabetic) && t.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'-' || *c == b';') || t.iter().all(|c| c.is_ascii_digit() || *c == b'.'))
+}
+
+pub fn detect_ldapi(value: &[u8]) -> Option<&'static str> {
+    let v: Vec<u8> = value.iter().copied().filter(|c| !c.is_ascii_whitespace()).collect();
+    let get = |i: usize| v.get(i).copied();
+    for i in 0..v.len() {
+        let c = get(i);
+        let n1 = get(i + 1);
+        let n2 = get(i + 2);
+        match c {
+            Some(b')') => {
+                if n1 == Some(b'(') {
+                    // `)(` followed by an item or a composite filter.
+                    let rest = v.get(i + 2..).unwrap_or_default();
+                    if matches!(n2, Some(b'&' | b'|' | b'!' | b'(')) || rest.iter().position(|&x| x == b'=').is_some_and(|e| attr_like(rest.get(..e).map(|a| a.strip_suffix(b"~").or(a.strip_suffix(b">")).or(a.strip_suffix(b"<")).unwrap_or(a)).unwrap_or_default())) {
+                        return Some("filter-break");
+                    }
+                }
+                if i > 0 && get(i - 1) == Some(b'*') && (n1 == Some(b')') || n1 == Some(0) || n1.is_none() && v.first() == Some(&b'*')) {
+                    return Some("wildcard-close");
+                }
+            }
+            Some(b'(') => {
+                if matches!(n1, Some(b'&' | b'|' | b'!')) && matches!(n2, Some(b'(')) {
+                    return Some("composite");
+                }
+                // `(attr=*)` or `(attr=value)` items with a `*`.
+                let rest = v.get(i + 1..).unwrap_or_default();
+                if let Some(close) = rest.iter().position(|&x| x == b')') {
+                    let item = rest.get(..close).unwrap_or_default();
+                    if let Some(e) = item.iter().position(|&x| x == b'=') {
+                        let attr = item.get(..e).unwrap_or_default();
+                        let val = item.get(e + 1..).unwrap_or_default();
+                        if attr_like(attr) && val.contains(&b'*') && (v.first() == Some(&b'*') || v.contains(&b'|') || v.contains(&b'&') || i > 0) {
+                            return Some("wildcard-item");
+                        }
+                    }
+                }
+            }
+            Some(b'*') if i == 0 && matches!(n1, Some(b')' | b'(')) => return Some("wildcard-close"),
+            _ => {}
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::detect_ldapi as d;
+
+    #[test]
+    fn filter_injections() {
+        for s in ["*)(uid=*))(|(uid=*", "admin)(&)", "*)(&", "*))%00".replace("%00", "\0").as_str(), "x)(|(mail=*))", "*(|(mail=*))", "(&(objectClass=*))", "admin*)((|userpassword=*)", "*)(objectClass=*", ")(cn=*"] {
+            assert!(d(s.as_bytes()).is_some(), "{s:?}");
+        }
+    }
+
+    #[test]
+    fn text_passes() {
+        for s in ["john.smith", "a (b) c", "smile :)(", "f(x)=y", "x = (a) * (b)", "(555) 123-4567", "*", "Tom & Jerry (1940)", "see (note) (2)"] {
+            assert!(d(s.as_bytes()).is_none(), "{s}");
+        }
+    }
+}

@@ -1,0 +1,218 @@
+//! `@detectPathTraversal` (wafer extension): path traversal and file inclusion.
+//!
+//! The value is normalized as a file system would see it: `%2e`/`%2f`/`%5c` and the
+//! overlong UTF-8 forms (`%c0%ae`, `%c0%af`, `%e0%80%ae`) decoded, `\` read as `/`, `..;/`
+//! (Tomcat path parameters) read as `../`, and NUL and what follows it dropped. Then the
+//! path's segments are walked from its start: `..` pops a segment, and popping past the
+//! start escapes the root. The value is an inclusion when:
+//! - it escapes the root twice or more (`../../x`), or once towards a sensitive target;
+//! - it names a sensitive target absolutely (`/etc/passwd`, `C:\Windows\win.ini`,
+//!   `/proc/self/environ`, an absolute path under a system directory);
+//! - it starts with a stream wrapper (`php://`, `file://`, `phar://`, `zip://`, `expect://`,
+//!   `data:...;base64,`, `glob://`, `jar:`).
+
+const SENSITIVE: &[&str] = &[
+    "etc/passwd", "etc/shadow", "etc/hosts", "etc/group", "etc/issue", "etc/motd", "etc/fstab", "etc/crontab", "etc/sudoers", "proc/self", "proc/version", "proc/cpuinfo", "win.ini", "boot.ini", "system.ini", "windows/system32", "winnt/", "inetpub", ".htaccess", ".htpasswd", "wp-config", "web.config", ".env", "id_rsa", "id_dsa", ".ssh/", "authorized_keys", ".bash_history", ".bashrc", "/var/log", "httpd.conf", "nginx.conf", "php.ini", "my.cnf", "web-inf", "meta-inf", "/etc/", ".git/", "config.php", "settings.py", "database.yml", "applicationhost.config", "sam", "repair/",
+];
+
+/// First segments of absolute paths that belong to the system, not to a web app.
+const SYSTEM_ROOTS: &[&str] = &["etc", "proc", "var", "usr", "opt", "root", "sys", "dev", "boot", "bin", "sbin", "lib", "lib64", "srv", "private", "windows", "winnt", "system32", "inetpub", "xampp", "wamp", "program files", "programdata", "apache", "apache2", "nginx", "home"];
+
+const WRAPPERS: &[&str] = &["php://", "file://", "phar://", "zip://", "expect://", "glob://", "data://", "ogg://", "rar://", "zlib://", "compress.zlib://", "compress.bzip2://", "ssh2.", "jar:file:", "jar:http", "netdoc://", "gopher://", "dict://"];
+
+fn normalize(v: &[u8]) -> String {
+    // Nested `%25` first (`%252e` -> `%2e`), at most three times.
+    let mut cur = v.to_vec();
+    for _ in 0..3 {
+        if !cur.windows(3).any(|w| w.eq_ignore_ascii_case(b"%25")) {
+            break;
+        }
+        cur = replace_all(&cur, b"%25", b"%");
+    }
+    normalize_once(&cur)
+}
+
+fn replace_all(v: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(v.len());
+    let mut i = 0;
+    while i < v.len() {
+        if v.get(i..i + from.len()).is_some_and(|w| w.eq_ignore_ascii_case(from)) {
+            out.extend_from_slice(to);
+            i += from.len();
+        } else {
+            out.extend_from_slice(v.get(i..=i).unwrap_or_default());
+            i += 1;
+        }
+    }
+    out
+}
+
+/// The skeleton of a value: runs of characters other than letters, digits and `.` become one
+/// `/` (`windows%c0%9vsystem32` and `etc\\hosts` read as paths).
+fn skeleton(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if c.is_ascii_alphanumeric() || c == '.' || c == '_' || c == '-' {
+            out.push(c);
+        } else if !out.ends_with('/') {
+            out.push('/');
+        }
+    }
+    out
+}
+
+/// Targets no benign parameter names with separators around them.
+const STRONG: &[&str] = &["etc/passwd", "etc/shadow", "etc/hosts", "etc/issue", "etc/group", "windows/system32", "/win.ini", "/boot.ini", "/system.ini", "proc/self/", "/winnt/", "repair/sam", "etc/motd"];
+
+fn normalize_once(v: &[u8]) -> String {
+    let mut out = Vec::with_capacity(v.len());
+    let mut i = 0;
+    let hx = |b: u8| (b as char).to_digit(16);
+    while let Some(&b) = v.get(i) {
+        if b == 0 {
+            i += 1;
+            continue;
+        }
+        if b == b'%' {
+            let rest = v.get(i + 1..).unwrap_or_default();
+            let lower: Vec<u8> = rest.iter().take(8).map(u8::to_ascii_lowercase).collect();
+            let overlong: &[(&[u8], u8)] = &[(b"c0%ae", b'.'), (b"c0%af", b'/'), (b"c1%9c", b'/'), (b"c0%2e", b'.'), (b"c0%2f", b'/'), (b"e0%80%ae", b'.'), (b"e0%80%af", b'/'), (b"c0%5c", b'/'), (b"u002e", b'.'), (b"u2215", b'/'), (b"u2216", b'/'), (b"uff0e", b'.')];
+            if let Some(&(pat, c)) = overlong.iter().find(|(p, _)| lower.starts_with(p)) {
+                out.push(c);
+                i += 1 + pat.len();
+                continue;
+            }
+            if let (Some(h), Some(l)) = (rest.first().and_then(|&c| hx(c)), rest.get(1).and_then(|&c| hx(c))) {
+                let c = (h * 16 + l) as u8;
+                if c == 0 {
+                    i += 3;
+                    continue;
+                }
+                out.push(c);
+                i += 3;
+                continue;
+            }
+            // A broken escape (`%c1%8s`: an overlong form cut short) separates like `/`.
+            if rest.first().is_some_and(u8::is_ascii_hexdigit) && rest.get(1).is_some_and(|c| c.is_ascii_alphanumeric()) {
+                out.push(b'/');
+                i += 3;
+                continue;
+            }
+        }
+        // UTF-8 overlong bytes given raw.
+        if (b == 0xc0 || b == 0xc1) && v.get(i + 1).is_some() {
+            let c = *v.get(i + 1).unwrap_or(&0);
+            out.push(if c == 0xae { b'.' } else { b'/' });
+            i += 2;
+            continue;
+        }
+        out.push(if b == b'\\' { b'/' } else { b });
+        i += 1;
+    }
+    let s = String::from_utf8_lossy(&out).to_ascii_lowercase();
+    // Hex spellings and the Unicode look-alikes of `.` and `/` that decoders fold.
+    let s = s.replace("0x2e", ".").replace("0x2f", "/").replace("0x5c", "/").replace(['\u{ff0e}', '\u{2024}'], ".").replace(['\u{2215}', '\u{2216}', '\u{ff0f}', '\u{ff3c}'], "/");
+    s.replace("..;/", "../").replace("....//", "../").replace("...//", "../")
+}
+
+fn sensitive(s: &str) -> bool {
+    SENSITIVE.iter().any(|t| {
+        if *t == "sam" {
+            s.ends_with("config/sam")
+        } else {
+            s.contains(t)
+        }
+    })
+}
+
+/// What was found: `traversal`, `sensitive-file` or `wrapper`.
+pub fn detect_path_traversal(value: &[u8]) -> Option<&'static str> {
+    if value.len() < 3 {
+        return None;
+    }
+    let s = normalize(value);
+    let t = s.trim_start();
+    if WRAPPERS.iter().any(|w| t.starts_with(w)) || (t.starts_with("data:") && t.contains(";base64,")) {
+        return Some("wrapper");
+    }
+    // Walk the segments.
+    let mut depth: i32 = 0;
+    let mut escapes = 0;
+    let mut dotdots = 0;
+    for seg in s.split('/') {
+        let seg = seg.trim();
+        match seg {
+            ".." | "..." | ". ." => {
+                dotdots += 1;
+                if depth == 0 {
+                    escapes += 1;
+                } else {
+                    depth -= 1;
+                }
+            }
+            "" | "." => {}
+            _ => depth += 1,
+        }
+    }
+    let sens = sensitive(&s);
+    // Separators of any kind before a strong target (`..%c0%9vwindows%c0%9vsystem32`).
+    let sk = skeleton(&s);
+    let sk = if sk.starts_with('/') { sk } else { format!("/{sk}") };
+    let junk = s.contains("..") || s.contains('%') || s.contains("0x2e") || s.contains('\u{fffd}') || s.starts_with('/') || s.starts_with('.');
+    if junk && STRONG.iter().any(|t| sk.contains(t)) {
+        return Some("sensitive-file");
+    }
+    let config_like = s.ends_with(".conf") || s.ends_with(".log") || s.ends_with(".ini") || s.ends_with(".xml");
+    if escapes >= 2 || dotdots >= 3 || (escapes >= 1 && (sens || config_like)) {
+        return Some("traversal");
+    }
+    // Absolute paths to system files.
+    let abs = t.strip_prefix("file:").unwrap_or(t);
+    let drive = abs.len() > 2 && abs.as_bytes().get(1) == Some(&b':') && abs.as_bytes().first().is_some_and(u8::is_ascii_alphabetic) && abs.as_bytes().get(2) == Some(&b'/');
+    if abs.starts_with('/') || drive {
+        let body = if drive { abs.get(3..).unwrap_or_default() } else { abs.trim_start_matches('/') };
+        let mut segs = body.split('/').filter(|x| !x.is_empty());
+        let first = segs.next().unwrap_or_default();
+        let more = segs.count();
+        if sens && more >= 1 {
+            return Some("sensitive-file");
+        }
+        if SYSTEM_ROOTS.contains(&first) && more >= 1 && !abs.contains(' ') && (first != "home" || body.contains("/.")) && (first != "var" || !body.starts_with("var/www/html/") || sens) {
+            // `/usr/...` in a URL path of a web app is rare; an absolute system path in a
+            // parameter is an inclusion.
+            if body.split('/').next_back().is_some_and(|l| l.contains('.') || l.len() > 1) {
+                return Some("sensitive-file");
+            }
+        }
+    }
+    if sens && (s.starts_with("etc/passwd") || s.starts_with("etc/shadow") || s.starts_with("proc/self") || s.starts_with("windows/")) {
+        return Some("sensitive-file");
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::detect_path_traversal as d;
+
+    #[test]
+    fn escapes_of_the_root() {
+        for s in ["../../etc/passwd", "..\\..\\windows\\win.ini", "..%2f..%2fetc%2fpasswd", "%2e%2e%2f%2e%2e%2fx", "..;/..;/WEB-INF/web.xml", "%c0%ae%c0%ae/%c0%ae%c0%ae/etc", "....//....//etc/passwd", "../etc/passwd", "../../../../x%00.png", "a/../../../b"] {
+            assert!(d(s.as_bytes()).is_some(), "{s}");
+        }
+    }
+
+    #[test]
+    fn sensitive_targets_and_wrappers() {
+        for s in ["/etc/passwd", "/proc/self/environ", "C:\\Windows\\win.ini", "/var/log/apache2/access.log", "/usr/local/etc/apache22/httpd.conf", "php://filter/convert.base64-encode/resource=index.php", "file:///etc/passwd", "data:text/plain;base64,PD9waHA=", "expect://id", "/home/user/.ssh/id_rsa", "etc/passwd", "%252e%252e%c0%af%252e%252e%c0%afwindows%c0%afsystem32%c0%afdrivers%c0%afetc%c0%afhosts", ".?%c1%8s.?%c1%8swindows%c1%8ssystem32%c1%8sdrivers%c1%8setc%c1%8shosts", "0x2e0x2e%c0%9vwindows%c0%9vsystem32", "%5C..0x2fetc0x2fpasswd", ".%00.0x5c.%00.0x5c.%00.0x5cboot.ini", "\u{ff0e}\u{ff0e}/\u{ff0e}\u{ff0e}/etc/issue"] {
+            assert!(d(s.as_bytes()).is_some(), "{s}");
+        }
+    }
+
+    #[test]
+    fn ordinary_paths_and_text_pass() {
+        for s in ["/images/logo.png", "../style.css", "docs/readme.md", "/home", "/search?q=a", "a.b.c", "Hello... world", "1/2/3", "/api/v1/users/42", "see ./notes", "http://example.com/a/b", "/var/www/html/index.php", "Windows system32 error", "etc hosts"] {
+            assert!(d(s.as_bytes()).is_none(), "{s}");
+        }
+    }
+}

@@ -1,0 +1,58 @@
+//! `@wafer-detect` through Envoy (docs/detection.md): with the CRS PL1 it blocks attacks the
+//! CRS PL1 alone passes (a base64-wrapped command, server-side JavaScript for a NoSQL query in a JSON body, an XXE
+//! entity in an XML body, a mail header in a form field), benign requests still pass whole,
+//! and in DetectionOnly it blocks nothing. The same requests pass with the CRS alone, so the
+//! blocks are the include's.
+
+use wafer_tests::client::Request;
+use wafer_tests::envoy::Build;
+
+use crate::{passed_whole, Fixture};
+
+const CRS_PL1: &str = r#"{"crs":{"paranoia_level":1}}"#;
+const CRS_PL1_DETECT: &str = r#"{"crs":{"paranoia_level":1},"detect":{}}"#;
+const DETECT_ONLY: &str = r#"{"crs":{"paranoia_level":1,"mode":"detect"},"detect":{}}"#;
+
+per_build!(wafer_detect_blocks_what_the_crs_passes,);
+
+fn attacks() -> Vec<(&'static str, Request)> {
+    vec![
+        // base64 of "cat /etc/passwd"
+        ("base64 command in the query", Request::get("/search?q=Y2F0IC9ldGMvcGFzc3dk")),
+        ("NoSQL JavaScript in JSON", Request::post("/api/login", "application/json", br#"{"user":"admin","password":"x' && this.password.match(/.*/)//"}"#.to_vec())),
+        ("XXE in an XML body", Request::post("/api/soap", "text/xml", br#"<?xml version="1.0"?><!DOCTYPE r [<!ENTITY x SYSTEM "https://example.org/x">]><r>&x;</r>"#.to_vec())),
+        ("mail header in a form field", Request::post("/contact", "application/x-www-form-urlencoded", b"email=me%40example.com%0ABcc%3A+all%40example.org&msg=hi".to_vec())),
+    ]
+}
+
+fn benign() -> Vec<Request> {
+    vec![
+        Request::get("/search?q=Tom+%26+Jerry&page=2"),
+        Request::post("/api/orders", "application/json", r#"{"sku":"A-12","qty":2,"note":"Bitte bis Freitag liefern (Tür hinten)."}"#.as_bytes().to_vec()),
+        Request::post("/contact", "application/x-www-form-urlencoded", b"email=me%40example.com&msg=Dear+team%2C%0Athanks%21%0ANote%3A+see+below".to_vec()),
+    ]
+}
+
+fn wafer_detect_blocks_what_the_crs_passes(build: Build) {
+    let crs = Fixture::start(build, "detect-crs", CRS_PL1);
+    for (name, req) in attacks() {
+        let resp = crs.send(&req).expect("send");
+        assert_eq!(resp.status, 200, "CRS PL1 alone: {name}");
+    }
+    drop(crs);
+    let fx = Fixture::start(build, "detect", CRS_PL1_DETECT);
+    for (name, req) in attacks() {
+        let resp = fx.send(&req).expect("send");
+        assert_eq!(resp.status, 403, "CRS PL1 + @wafer-detect: {name}");
+    }
+    for req in benign() {
+        let resp = fx.send(&req).expect("send");
+        passed_whole(&req, &resp).unwrap_or_else(|e| panic!("benign request blocked or changed: {e}"));
+    }
+    drop(fx);
+    let fx = Fixture::start(build, "detect-only", DETECT_ONLY);
+    for (name, req) in attacks() {
+        let resp = fx.send(&req).expect("send");
+        assert_eq!(resp.status, 200, "DetectionOnly: {name}");
+    }
+}
