@@ -396,6 +396,7 @@ fn run_req_with(req: &Req, extra: Option<&(String, String)>, print: bool, profil
         return Ok(());
     };
     let mut tx = Transaction::with_id(rs.clone(), "cli-1");
+    tx.set_time_ms(wafer_cli::now_ms());
     if profile.is_some() {
         tx.enable_profile();
     }

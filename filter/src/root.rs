@@ -50,6 +50,8 @@ impl<H: Host> Root<H> {
             }
         };
         host.log(Level::Info, &format!("wafer: loaded: {}", waf.summary()));
+        let (k0, k1) = random_keys();
+        waf.set_hash_keys(k0, k1);
         let metrics = Metrics::define(&host, waf.metric_labels());
         let collector_ms = waf.protect().and_then(|p| p.request_log.as_ref()).and_then(|l| l.collector.as_ref()).map(|c| c.flush_interval_ms);
         let protect = waf.protect().map(|_| protect::ProtectShared::define(&host, &metrics::metric_prefix(waf.metric_labels())));
@@ -102,3 +104,11 @@ impl<H: Host> Root<H> {
     }
 }
 
+/// Two random words for the engine's memo hash (the engine draws no randomness itself): from
+/// the standard library's per-process random hash state (WASI's `random_get` in the wasm
+/// module, the operating system's in the dynamic module).
+fn random_keys() -> (u64, u64) {
+    use std::hash::BuildHasher;
+    let s = std::collections::hash_map::RandomState::new();
+    (s.hash_one(0x6b30_u64), s.hash_one(0x6b31_u64))
+}

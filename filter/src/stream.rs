@@ -597,6 +597,7 @@ impl<H: Host> Stream<H> {
         let wants_protocol = ruleset.mentions.protocol;
         // Made in place in the stream's context (a transaction is ~1 KB: not moved there after).
         let tx = self.tx.insert(Transaction::with_id(ruleset, &unique_id));
+        tx.set_time_ms(shared.host.now_nanos() / 1_000_000);
         if persistent {
             tx.set_collection_store(shared.collections.clone());
         }

@@ -197,6 +197,9 @@ pub struct Ruleset {
     /// Phase 1's request-independent prefix (see [`quick::Quick::Pre`]), computed by the
     /// first transaction that runs phase 1.
     pub(crate) init: std::sync::OnceLock<Init>,
+    /// The keys of the SipHash that the memo hashes request values with (see
+    /// [`Ruleset::set_hash_keys`]).
+    pub(crate) hash_keys: std::sync::OnceLock<(u64, u64)>,
     /// Every rule tag, numbered (see `Rule::tag_ids`).
     tags: std::collections::HashMap<String, u32>,
     /// Per phase list, what can be decided about each rule without reading it; the rules'
@@ -264,6 +267,19 @@ const _: () = {
 };
 
 impl Ruleset {
+    /// Sets the keys request values are hashed with in the memo (keyed SipHash-1-3, so an
+    /// attacker who cannot read them cannot choose values that collide). The engine draws no
+    /// randomness: a host gives random keys before the first transaction; the first call wins.
+    /// Without it the keys are fixed, which suits tests and the command line.
+    pub fn set_hash_keys(&self, k0: u64, k1: u64) {
+        let _ = self.hash_keys.set((k0, k1));
+    }
+
+    /// The memo's hash keys (see [`Ruleset::set_hash_keys`]).
+    pub(crate) fn hash_keys(&self) -> (u64, u64) {
+        self.hash_keys.get().copied().unwrap_or((0x7761_6665_7230_6b30, 0x7761_6665_7230_6b31))
+    }
+
     /// The id of a tag some rule has; None: no rule has it.
     pub fn tag_id(&self, tag: &str) -> Option<u32> {
         self.tags.get(tag).copied()
@@ -900,7 +916,7 @@ impl Compiler {
             let heads_unchanged = quick.heads.get(..2).is_some_and(|h| h.iter().flatten().all(|&c| c & changed == 0));
             request_only && heads_unchanged && !persistent && !self.mentions.protocol && !self.mentions.connection
         };
-        Ok(Ruleset { settings: self.settings, phases, warnings: self.warnings, skip_targets, prefilter: pf.build(), persistent, mentions: self.mentions, group_slots, memo_bits, slot_words, target_sources, uid: next_uid(), init: std::sync::OnceLock::new(), tags, quiet_again, quick })
+        Ok(Ruleset { settings: self.settings, phases, warnings: self.warnings, skip_targets, prefilter: pf.build(), persistent, mentions: self.mentions, group_slots, memo_bits, slot_words, target_sources, uid: next_uid(), init: std::sync::OnceLock::new(), hash_keys: std::sync::OnceLock::new(), tags, quiet_again, quick })
     }
 }
 

@@ -231,6 +231,14 @@ impl Waf {
     }
 
     /// One line for the start log: version, rule sets and their rule counts.
+    /// Gives every rule set the keys its memo hashes request values with (see
+    /// [`Ruleset::set_hash_keys`]); a host calls it once, with random keys.
+    pub fn set_hash_keys(&self, k0: u64, k1: u64) {
+        for rs in self.sets.values().chain(self.default.iter()).chain(self.per_authority.iter().map(|(_, rs)| rs)) {
+            rs.set_hash_keys(k0, k1);
+        }
+    }
+
     pub fn summary(&self) -> String {
         let sets: Vec<String> = self.sets.iter().map(|(n, rs)| format!("{n}={} rules", rs.rule_count())).collect();
         let crs = if crate::embedded::CRS_VERSION.is_empty() { "not embedded".to_string() } else { crate::embedded::CRS_VERSION.to_string() };

@@ -684,7 +684,7 @@ pub(crate) struct Memo {
     seen: Box<[u64]>,
     /// Bits set in `seen`.
     seen_bits: usize,
-    keys: std::collections::hash_map::RandomState,
+    keys: SipKeys,
     /// Entries by their bytes (hashed with `keys` once per lookup, for both tables and the
     /// doorkeeper).
     young: hashbrown::HashTable<Rc<Interned>>,
@@ -729,12 +729,23 @@ struct Sources {
     gen: u64,
 }
 
+/// Keyed SipHash-1-3 as a `BuildHasher` (the keys: [`crate::compile::Ruleset::set_hash_keys`]).
+#[derive(Clone, Copy)]
+struct SipKeys((u64, u64));
+
+impl std::hash::BuildHasher for SipKeys {
+    type Hasher = siphasher::sip::SipHasher13;
+    fn build_hasher(&self) -> Self::Hasher {
+        siphasher::sip::SipHasher13::new_with_keys(self.0 .0, self.0 .1)
+    }
+}
+
 /// Sources a [`Memo`] remembers (a request's phase 1 and 2 have two).
 const SOURCES_KEPT: usize = 4;
 
 impl Memo {
-    pub fn new() -> Memo {
-        Memo { seen: vec![0; MEMO_SEEN / 64].into_boxed_slice(), seen_bits: 0, keys: Default::default(), young: hashbrown::HashTable::new(), old: hashbrown::HashTable::new(), young_bytes: 0, groups: Vec::new(), next_record: 0, record_bytes: 0, lists: FxMap::default(), concats: FxMap::default(), list_bytes: 0, list_gens: FxMap::default(), sources: Vec::new(), next_gen: 0, traces: Vec::new() }
+    pub fn new(keys: (u64, u64)) -> Memo {
+        Memo { seen: vec![0; MEMO_SEEN / 64].into_boxed_slice(), seen_bits: 0, keys: SipKeys(keys), young: hashbrown::HashTable::new(), old: hashbrown::HashTable::new(), young_bytes: 0, groups: Vec::new(), next_record: 0, record_bytes: 0, lists: FxMap::default(), concats: FxMap::default(), list_bytes: 0, list_gens: FxMap::default(), sources: Vec::new(), next_gen: 0, traces: Vec::new() }
     }
 
     /// The entry of `b`, or a new one (`make` shares the bytes); None for a long value and
@@ -1672,7 +1683,7 @@ mod tests {
     #[test]
     fn a_multimatch_record_has_one_hole_per_place() {
         let mut cache = Cache::default();
-        let mut memo = Memo::new();
+        let mut memo = Memo::new((1, 2));
         let list = Rc::new(vec![item(b"x", true), item(b"%42AD", true), item(b"y", true)]);
         let steps: Vec<Rc<Interned>> = [&b"BAD"[..], b"bad"].iter().map(|b| Rc::new(Interned::new(Rc::from(*b), false))).collect();
         let g = cache.new_group(list.clone(), true, Some(0), |_, changed| changed.extend(steps.iter().map(|e| (1, e.clone()))));

@@ -420,7 +420,7 @@ pub(crate) fn collect<'a>(t: &'a Transaction, target: &Target, rule: Option<&Rul
             }
         }
         Var::Time | Var::TimeDay | Var::TimeEpoch | Var::TimeHour | Var::TimeMin | Var::TimeMon | Var::TimeSec | Var::TimeWday | Var::TimeYear => {
-            scalar(out, var, Cow::Owned(super::time::value(var).into_bytes()));
+            scalar(out, var, Cow::Owned(super::time::value(var, t.now_ms).into_bytes()));
         }
         Var::MscPcreLimitsExceeded => scalar(out, var, Cow::Borrowed(b"0")),
     }
@@ -1252,7 +1252,7 @@ fn tx_clear(t: &mut Transaction) {
 /// `initcol`, and `setvar` / `expirevar` on a persistent collection (see `persist`).
 fn apply_persistent(t: &mut Transaction, rule: &Rule, sv: &crate::actions::SetVar) {
     use super::persist::{self, Change, Loaded};
-    let now = persist::now_ms();
+    let now = t.now_ms;
     let (name, value) = {
         let ctx = Ctx::new(t, Some(rule));
         let name = String::from_utf8_lossy(&ctx.expand(&sv.key)).to_ascii_lowercase();

@@ -162,8 +162,8 @@ pub(crate) fn recycle_request(mut req: Box<Request>) {
 }
 
 /// The memo of rule set `uid` on this thread (made when new; see [`MEMOS`]).
-fn memo_for(uid: u64) -> SharedMemo {
-    let fresh = || std::rc::Rc::new(std::cell::RefCell::new(cache::Memo::new()));
+fn memo_for(uid: u64, keys: (u64, u64)) -> SharedMemo {
+    let fresh = || std::rc::Rc::new(std::cell::RefCell::new(cache::Memo::new(keys)));
     MEMOS
         .try_with(|m| {
             let mut m = m.try_borrow_mut().ok()?;
@@ -374,6 +374,8 @@ pub struct Transaction {
     /// The changes since, first to last: the first `tx_undo_n` (the others are buffers kept).
     pub(crate) tx_undo: Vec<TxUndo>,
     pub(crate) tx_undo_n: usize,
+    /// The caller's clock, milliseconds since the Unix epoch ([`Transaction::set_time_ms`]).
+    pub(crate) now_ms: u64,
     /// Per-transaction overrides set by `ctl:`.
     pub(crate) engine: EngineMode,
     pub(crate) request_body_access: bool,
@@ -463,9 +465,10 @@ impl Transaction {
             Some(_) => (TxMap::default(), Some(spare.tx)),
             None => (spare.tx, None),
         };
-        let memo = memo_for(rs.uid);
+        let memo = memo_for(rs.uid, rs.hash_keys());
         let trace = memo.try_borrow().ok().and_then(|m| m.traces.first().cloned());
         Transaction {
+            now_ms: 0,
             engine: s.engine,
             request_body_access: s.request_body_access,
             rs: rs.clone(),
@@ -542,6 +545,13 @@ impl Transaction {
         &self.unique_id
     }
 
+    /// The time of the transaction, milliseconds since the Unix epoch: what `TIME*` variables
+    /// show and persistent collections expire by. The engine reads no clock; a host sets it
+    /// when the transaction starts (without it, the epoch).
+    pub fn set_time_ms(&mut self, now_ms: u64) {
+        self.now_ms = now_ms;
+    }
+
     /// Gives the transaction a store for persistent collections (`initcol`). Hosts call it
     /// only when [`Ruleset::uses_persistent_collections`] says a rule needs one.
     pub fn set_collection_store(&mut self, store: Arc<dyn persist::CollectionStore>) {
@@ -557,7 +567,7 @@ impl Transaction {
                 continue;
             }
             let journal = std::mem::take(&mut col.journal);
-            let now = persist::now_ms();
+            let now = self.now_ms;
             let _ = store.update(&col.name, &col.key, &mut |cur| persist::replay(cur, &col.key, &journal, now));
         }
     }

@@ -18,7 +18,6 @@
 //! held by another key (the record then reads as empty and is overwritten).
 
 use std::collections::BTreeMap;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 pub const MAX_VARS: usize = 64;
 pub const MAX_NAME: usize = 128;
@@ -57,10 +56,6 @@ pub(crate) struct Loaded {
     pub key: String,
     pub vars: BTreeMap<String, Entry>,
     pub journal: Vec<Change>,
-}
-
-pub(crate) fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
 
 /// Encodes a record: key, then (name, value, expires) per variable, lengths little-endian.

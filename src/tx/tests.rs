@@ -311,8 +311,32 @@ const BRUTE_FORCE: &str = concat!(
     "SecRule &GLOBAL:total \"@eq 0\" \"id:4,phase:1,deny,status:500\"\n",
 );
 
+/// The clock the persistence tests give their transactions (2026-12-07, in ms).
+const CLOCK_MS: u64 = 1_796_601_600_000;
+
+/// TIME* variables show the time the caller gave the transaction.
+#[test]
+fn time_variables_come_from_the_caller() {
+    let rs = rules(r#"SecRuleEngine On
+SecRule TIME_HOUR "@streq 09" "id:1,phase:1,deny,status:403"
+SecRule TIME_EPOCH "@streq 1796639400" "id:2,phase:1,deny,status:402"
+SecRule TIME_WDAY "@streq 1" "id:3,phase:1,pass,setvar:tx.monday=1"
+SecRule TX:monday "@eq 1" "id:4,phase:1,deny,status:401""#);
+    let run = |ms: u64| {
+        let mut tx = Transaction::new(rs.clone(), "t".into());
+        tx.set_time_ms(ms);
+        tx.process_uri("/", "GET", "HTTP/1.1");
+        tx.process_request_headers().map(|i| i.status)
+    };
+    assert_eq!(run(1_796_639_400_000), Some(402));
+    assert_eq!(run(1_796_639_400_000 - 3_600_000), Some(403), "an hour earlier: 09:30");
+    assert_eq!(run(1_796_639_401_000), Some(401), "a second later: only the weekday rule (a Monday)");
+    assert_eq!(run(1_796_601_600_000 - 86_400_000), None, "a Sunday");
+}
+
 fn from_ip(rs: &Arc<Ruleset>, store: &Arc<MemStore>, ip: &str) -> (Option<u16>, Vec<String>) {
     let mut tx = Transaction::new(rs.clone(), "t".into());
+    tx.set_time_ms(CLOCK_MS);
     tx.set_collection_store(store.clone());
     tx.process_connection(ip, 1, "127.0.0.1", 80);
     tx.process_uri("/login", "POST", "HTTP/1.1");
@@ -340,8 +364,7 @@ fn persistent_ip_collection_counts_across_transactions() {
     // The counter expires 60 s after its last write.
     let ip = persist::decode(&store.load("ip", "10.0.0.1").unwrap(), "10.0.0.1", 0).unwrap();
     let expires = ip["hits"].expires.unwrap();
-    let now = persist::now_ms();
-    assert!(expires > now + 55_000 && expires <= now + 60_000, "{expires} vs {now}");
+    assert_eq!(expires, CLOCK_MS + 60_000, "the caller's clock, not the host's");
     assert!(persist::decode(&store.load("ip", "10.0.0.1").unwrap(), "10.0.0.1", expires).unwrap().is_empty());
 }
 

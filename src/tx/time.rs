@@ -1,8 +1,7 @@
-//! TIME* variables, computed only when a rule reads them (UTC; the proxy's
-//! wall clock through WASI).
+//! TIME* variables, computed only when a rule reads them (UTC; the clock is the caller's:
+//! [`crate::Transaction::set_time_ms`]).
 
 use crate::vars::Var;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
 pub(crate) fn civil(days: i64) -> (i64, u32, u32) {
@@ -17,9 +16,9 @@ pub(crate) fn civil(days: i64) -> (i64, u32, u32) {
     (yoe + era * 400 + i64::from(m <= 2), m, d)
 }
 
-pub(crate) fn value(var: Var) -> String {
-    let secs = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-    let secs = i64::try_from(secs).unwrap_or(0);
+/// The value of `var` at `now_ms` (milliseconds since the Unix epoch).
+pub(crate) fn value(var: Var, now_ms: u64) -> String {
+    let secs = i64::try_from(now_ms / 1000).unwrap_or(0);
     let days = secs.div_euclid(86_400);
     let sod = secs.rem_euclid(86_400);
     let (y, m, d) = civil(days);

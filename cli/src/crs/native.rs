@@ -126,6 +126,7 @@ pub fn response_block<'a>(status: u16, headers: impl Iterator<Item = (&'a [u8], 
 
 fn execute(rs: &Arc<Ruleset>, req: &RawRequest, replay: bool, upstream: Option<&Response>, blocks: bool) -> (Observed, Vec<(String, Vec<u8>)>, u64) {
     let mut tx = Transaction::new(rs.clone(), "native".into());
+    tx.set_time_ms(crate::now_ms());
     if !replay {
         tx.without_replay();
     }
