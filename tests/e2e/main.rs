@@ -27,6 +27,7 @@
 //!   a remote source checked by sha256).
 //! - `budget`: the memory budget: bodies held at once past it get 413, counted and logged.
 //! - `precompiled`: the module with V8's compiled code for this Envoy (`make wasm-precompiled`).
+//! - `run`: `make run`'s configuration answers the requests it prints as it says.
 
 /// Runs each named test function (`fn name(build: Build)`) once per build: the tests
 /// `wasm::name` and `native::name` of the module that invokes it.
@@ -61,6 +62,7 @@ mod hostile;
 mod failure_policy;
 mod dynamic_module;
 mod precompiled;
+mod run;
 
 use std::time::Duration;
 
