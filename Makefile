@@ -15,8 +15,9 @@
 #                and the realistic corpus's check
 #   make crs-test  the OWASP CRS regression suite through Envoy (bar: exactly 4960 of 5003 pass, 0 fail) and the
 #                blocking-mode sample (SecRuleEngine On, PL1), for the wasm and the native build
-#   make run     Envoy on 127.0.0.1:8080 with wafer in front of a demo upstream (NATIVE=1: the
-#                dynamic module instead of the wasm module)
+#   make run     Envoy on 127.0.0.1:8080 with wafer (full CRS PL1, blocking) in front of a demo
+#                upstream (TIER=@targeted or CONFIG=file.json to choose; NATIVE=1: the dynamic
+#                module instead of the wasm module)
 #   make bench   wafer (4 rule tiers) vs vanilla Envoy vs nginx + ModSecurity v3 with the same CRS,
 #                pinned to CPU 0 / 1 (~40 min): bench/results/<date>.{md,json,png} (see bench/README.md)
 #   make bench-quick  a few of those cells, in slices paired with vanilla Envoy (~9 min): bench/results/<date>-quick.*
@@ -150,17 +151,25 @@ crs-test: tools wasm native
 	$(CRS_REGRESSION) --build native
 	$(CRS_REGRESSION) --build native --blocking-sample 3
 
+# The full OWASP CRS at paranoia level 1, blocking (the configuration in the run examples);
+# TIER=@targeted (an embedded rule file) or CONFIG=file.json (a plugin configuration) instead.
 # NATIVE=1: the dynamic module (target/libwafer.so) instead of target/wafer.wasm.
+# tests/e2e/run.rs sends the requests printed here through the same examples.
 RUN_BUILD := $(if $(NATIVE:0=),native,wasm)
-RUN_CONFIG := $(if $(NATIVE:0=),envoy-dynamic/examples/run/envoy.yaml,envoy-wasm/examples/run/envoy.yaml)
+RUN_EXAMPLE := $(if $(NATIVE:0=),envoy-dynamic/examples/run/envoy.yaml,envoy-wasm/examples/run/envoy.yaml)
+RUN_YAML := target/run/envoy.yaml
 run: tools $(RUN_BUILD)
+	@mkdir -p $(dir $(RUN_YAML))
+	@what=$$(python3 scripts/run-config.py $(RUN_EXAMPLE) $(RUN_YAML) --tier '$(TIER)' --config '$(CONFIG)') && \
+	  echo && echo "wafer ($(RUN_BUILD) build, $$what) on http://127.0.0.1:8080 in front of a demo upstream. Try:"
+	@echo "  curl -i 'http://127.0.0.1:8080/?id=1%27%20or%201=1--'           # SQL injection -> 403"
+	@echo "  curl -i 'http://127.0.0.1:8080/?file=../../../../etc/passwd'     # path traversal -> 403"
+	@echo "  curl -i 'http://127.0.0.1:8080/?cmd=;cat%20/etc/passwd'          # command injection -> 403"
+	@echo "  curl -i 'http://127.0.0.1:8080/?q=running+shoes'                 # benign -> 200"
+	@echo "Log: Envoy's, in this terminal: a 'ModSecurity: Access denied' line per blocked request, a Warning per rule matched."
+	@echo "Counters: curl -s http://127.0.0.1:9901/stats | grep custom.wafer   Configuration: $(RUN_YAML). Ctrl-C stops Envoy."
 	@echo
-	@echo "wafer ($(RUN_BUILD) build, tier @targeted) on http://127.0.0.1:8080 in front of a demo upstream. Try:"
-	@echo "  curl -i 'http://127.0.0.1:8080/?id=1%27%20or%201=1--'   # SQL injection -> 403"
-	@echo "  curl -i http://127.0.0.1:8080/                           # benign -> 200"
-	@echo "Counters: curl -s http://127.0.0.1:9901/stats | grep wafer. Ctrl-C stops Envoy."
-	@echo
-	ENVOY_DYNAMIC_MODULES_SEARCH_PATH=$(abspath target) exec $(ENVOY) -c $(RUN_CONFIG) --concurrency 1 \
+	ENVOY_DYNAMIC_MODULES_SEARCH_PATH=$(abspath target) exec $(ENVOY) -c $(RUN_YAML) --concurrency 1 \
 	  --disable-hot-restart -l warning --component-log-level wasm:info,dynamic_modules:info
 
 clean-tools:

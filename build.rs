@@ -6,6 +6,10 @@
 //!   becomes `@crs-setup-conf`, each `rules/*.conf` becomes `@owasp_crs/<file>`,
 //!   and each `rules/*.data` a data file for `@pmFromFile` by its file name.
 //!   CRS files are read from there, never copied into the repository.
+//! - With the CRS, the CRS 4 plugins of `CRS_PLUGINS_DIR` (default: `crs-plugins` beside the
+//!   CRS checkout): each `<folder>/plugins/<name>-{config,before,after}.conf` becomes
+//!   `@crs-plugins/<file>` and each `<folder>/plugins/*.data` a data file. No folder, no
+//!   plugins (the build goes on).
 
 use std::collections::BTreeMap;
 use std::env;
@@ -89,6 +93,51 @@ fn rx_analyses(files: &[PathBuf]) -> String {
     entries.into_values().collect()
 }
 
+/// The plugin folder: `CRS_PLUGINS_DIR`, else `crs-plugins` beside the CRS checkout `crs_dir`.
+fn plugins_dir(crs_dir: &Path) -> Option<PathBuf> {
+    if let Some(d) = env::var_os("CRS_PLUGINS_DIR") {
+        return Some(PathBuf::from(d));
+    }
+    let crs = crs_dir.canonicalize().ok()?;
+    Some(crs.parent()?.join("crs-plugins"))
+}
+
+/// The plugin name of one of its files: `wordpress-rule-exclusions-before.conf` ->
+/// `wordpress-rule-exclusions` (CRS 4: `<name>-config.conf`, `-before.conf`, `-after.conf`).
+fn plugin_name(file: &str) -> Option<&str> {
+    ["-config.conf", "-before.conf", "-after.conf"].iter().find_map(|s| file.strip_suffix(s))
+}
+
+/// Embeds the CRS plugins of [`plugins_dir`]: the `plugins/` files of each folder, in folder
+/// order. The CRS's own `plugins/empty-*.conf` placeholders are not plugins.
+#[allow(clippy::too_many_arguments)]
+fn plugins(out: &Path, n: &mut usize, crs_dir: &Path, conf: &mut String, data: &mut String, rule_files: &mut Vec<PathBuf>, names: &mut Vec<String>) {
+    println!("cargo:rerun-if-env-changed=CRS_PLUGINS_DIR");
+    let Some(dir) = plugins_dir(crs_dir) else { return };
+    println!("cargo:rerun-if-changed={}", dir.display());
+    let mut folders: Vec<PathBuf> = fs::read_dir(&dir).map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.is_dir()).collect()).unwrap_or_default();
+    folders.sort();
+    for folder in folders {
+        let files = folder.join("plugins");
+        println!("cargo:rerun-if-changed={}", files.display());
+        for p in sorted_files(&files, "conf") {
+            let file = p.file_name().and_then(|s| s.to_str()).expect("utf-8 file name");
+            let Some(name) = plugin_name(file).filter(|n| !n.is_empty() && *n != "empty") else { continue };
+            assert!(!conf.contains(&format!("\"@crs-plugins/{file}\"")), "{}: a second plugin file named {file}", p.display());
+            if !names.iter().any(|x| x == name) {
+                names.push(name.to_string());
+            }
+            rule_files.push(p.clone());
+            conf.push_str(&packed(out, n, &format!("@crs-plugins/{file}"), &p));
+        }
+        for p in sorted_files(&files, "data") {
+            let name = p.file_name().and_then(|s| s.to_str()).expect("utf-8 file name");
+            data.push_str(&packed(out, n, name, &p));
+        }
+    }
+    names.sort();
+}
+
 fn main() {
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let out = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
@@ -110,6 +159,7 @@ fn main() {
     }
 
     let mut crs_version = String::new();
+    let mut plugin_names: Vec<String> = Vec::new();
     println!("cargo::rustc-check-cfg=cfg(wafer_crs)");
     // CRS_DIR, else `make crs`'s ./crs, else a CRS checkout beside the repository.
     let crs_dir = env::var("CRS_DIR").ok().map(PathBuf::from).or_else(|| {
@@ -130,6 +180,7 @@ fn main() {
                 let name = p.file_name().and_then(|s| s.to_str()).expect("utf-8 file name");
                 data.push_str(&packed(&out, &mut packed_n, name, &p));
             }
+            plugins(&out, &mut packed_n, &dir, &mut conf, &mut data, &mut rule_files, &mut plugin_names);
             // VERSION holds "tag: v4.28.0" (a release tarball) or just "4.28.0".
             println!("cargo:rustc-cfg=wafer_crs");
             crs_version = fs::read_to_string(dir.join("VERSION"))
@@ -145,6 +196,7 @@ fn main() {
         "/// Embedded SecLang files: (include name, deflated text, text length).\npub static CONF_FILES: &[(&str, &[u8], usize)] = &[\n{conf}];\n\
          /// Embedded data files for @pmFromFile: (file name, deflated text, text length).\npub static DATA_FILES: &[(&str, &[u8], usize)] = &[\n{data}];\n\
          /// Version of the embedded OWASP CRS, empty when built without it.\npub static CRS_VERSION: &str = {crs_version:?};\n\
+         /// Names of the embedded CRS plugins (`wordpress-rule-exclusions`, ...), sorted.\npub static CRS_PLUGINS: &[&str] = &{plugin_names:?};\n\
          /// The embedded files' `@rx` patterns, analyzed (see `rx_analysis`).\n\
          #[allow(clippy::type_complexity)]\n\
          static RX_ANALYSES: &[(u64, u64, u32, u8, Option<&[&[u8]]>)] = &[\n{rx}];\n",

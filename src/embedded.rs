@@ -1,12 +1,13 @@
 //! Files embedded at build time (see build.rs): wafer's own `rules/` and,
-//! when built with `CRS_DIR`, the OWASP Core Rule Set. Stored deflated (the CRS's ~0.9 MB
+//! when built with `CRS_DIR`, the OWASP Core Rule Set and the CRS plugins of
+//! `CRS_PLUGINS_DIR` (`@crs-plugins/<name>-config.conf`, `-before.conf`, `-after.conf`). Stored deflated (the CRS's ~0.9 MB
 //! of text in ~0.2 MB): every VM's memory holds the module's data, and Envoy and V8 keep
 //! copies of the module; a file is inflated when a configuration includes it.
 
 include!(concat!(env!("OUT_DIR"), "/embedded.rs"));
 
-/// Resolves `Include @name`. A `*` in the name matches any run of characters
-/// (`@owasp_crs/*.conf`); matches come in file-name order, each inflated when reached (one
+/// Resolves `Include @name`. Each `*` in the name matches any run of characters
+/// (`@owasp_crs/*.conf`, `@crs-plugins/wordpress-*-before.conf`); matches come in file-name order, each inflated when reached (one
 /// file's text at a time in memory while a VM compiles them: the memory it grows to stays).
 pub fn lookup(name: &str) -> impl Iterator<Item = (&'static str, String)> + '_ {
     CONF_FILES.iter().filter(move |(n, _, _)| glob_match(name, n)).map(|&(n, z, len)| (n, inflate(z, len)))
@@ -42,11 +43,44 @@ fn inflate(z: &[u8], len: usize) -> String {
     miniz_oxide::inflate::decompress_to_vec_with_limit(z, len).ok().and_then(|v| String::from_utf8(v).ok()).unwrap_or_default()
 }
 
-fn glob_match(pattern: &str, name: &str) -> bool {
-    match pattern.split_once('*') {
-        None => pattern == name,
-        Some((pre, post)) => name.len() >= pre.len() + post.len() && name.starts_with(pre) && name.ends_with(post) && !post.contains('*'),
+/// The embedded CRS plugin a configuration names: its full name
+/// (`wordpress-rule-exclusions`) or the one plugin whose name starts with `<short>-`
+/// (`wordpress`). The error lists the embedded plugins.
+pub fn crs_plugin(name: &str) -> Result<&'static str, String> {
+    if let Some(p) = CRS_PLUGINS.iter().find(|p| **p == name) {
+        return Ok(p);
     }
+    let prefix = format!("{name}-");
+    let found: Vec<&'static str> = CRS_PLUGINS.iter().copied().filter(|p| p.starts_with(&prefix)).collect();
+    match found.as_slice() {
+        [one] => Ok(one),
+        [] if CRS_PLUGINS.is_empty() => Err(format!("CRS plugin \"{name}\": this build embeds no CRS plugins (build with CRS_PLUGINS_DIR set)")),
+        [] => Err(format!("CRS plugin \"{name}\" is not embedded (embedded: {})", CRS_PLUGINS.join(", "))),
+        many => Err(format!("CRS plugin \"{name}\" names several: {}", many.join(", "))),
+    }
+}
+
+/// The embedded file of plugin `plugin` for one slot (`config`, `before`, `after`), if the
+/// plugin has one.
+pub fn crs_plugin_file(plugin: &str, slot: &str) -> Option<&'static str> {
+    let name = format!("@crs-plugins/{plugin}-{slot}.conf");
+    names().find(|n| *n == name)
+}
+
+/// `pattern` against `name`, each `*` matching any run of characters (none included).
+fn glob_match(pattern: &str, name: &str) -> bool {
+    let mut parts = pattern.split('*');
+    let first = parts.next().unwrap_or("");
+    let Some(mut rest) = name.strip_prefix(first) else { return false };
+    let parts: Vec<&str> = parts.collect();
+    let Some((last, middle)) = parts.split_last() else { return rest.is_empty() };
+    for p in middle {
+        match rest.find(p) {
+            Some(i) => rest = rest.get(i + p.len()..).unwrap_or(""),
+            None => return false,
+        }
+    }
+    rest.len() >= last.len() && rest.ends_with(last)
 }
 
 #[cfg(test)]
@@ -89,6 +123,22 @@ mod tests {
         assert_eq!(rx_analysis(""), None);
     }
 
+    /// The CRS plugins of `CRS_PLUGINS_DIR` (the official ones in ../shared/crs-plugins when
+    /// this is built there): each has its files, a short name finds it, others are refused.
+    #[test]
+    fn crs_plugins_are_embedded_by_slot() {
+        for p in CRS_PLUGINS {
+            assert!(crs_plugin_file(p, "config").or(crs_plugin_file(p, "before")).or(crs_plugin_file(p, "after")).is_some(), "{p}");
+            assert_eq!(crs_plugin(p), Ok(*p));
+        }
+        if CRS_PLUGINS.contains(&"wordpress-rule-exclusions") {
+            assert_eq!(crs_plugin("wordpress"), Ok("wordpress-rule-exclusions"));
+            assert!(lookup("@crs-plugins/wordpress-*-before.conf").all(|(n, t)| n == "@crs-plugins/wordpress-rule-exclusions-before.conf" && t.contains("id:9507100")));
+            assert!(crs_plugin("joomla").unwrap_err().contains("wordpress-rule-exclusions"));
+        }
+        assert!(crs_plugin("").is_err());
+    }
+
     #[test]
     fn own_tiers_are_embedded() {
         assert_eq!(lookup("@targeted").count(), 1);
@@ -97,5 +147,12 @@ mod tests {
         assert!(lookup("@nope").next().is_none());
         assert!(glob_match("@owasp_crs/*.conf", "@owasp_crs/REQUEST-901-INITIALIZATION.conf"));
         assert!(!glob_match("@owasp_crs/*.conf", "@owasp_crs/x.data"));
+        assert!(glob_match("@crs-plugins/wordpress-*-before.conf", "@crs-plugins/wordpress-rule-exclusions-before.conf"));
+        assert!(!glob_match("@crs-plugins/wordpress-*-before.conf", "@crs-plugins/wordpress-rule-exclusions-after.conf"));
+        assert!(glob_match("@crs-plugins/*-*.conf", "@crs-plugins/a-b.conf"));
+        assert!(!glob_match("@crs-plugins/*-*.conf", "@crs-plugins/ab.conf"));
+        assert!(!glob_match("@a*a", "@a"));
+        assert!(glob_match("@a*a", "@aa"));
+        assert!(glob_match("@x", "@x") && !glob_match("@x", "@xy"));
     }
 }

@@ -308,6 +308,12 @@ impl Ruleset {
         self.quick.rules
     }
 
+    /// How many rules (chain heads) come from embedded files whose name starts with `prefix`
+    /// (`@crs-plugins/wordpress-rule-exclusions-`), for the start-up log.
+    pub fn rules_from(&self, prefix: &str) -> usize {
+        self.phases.iter().flatten().filter(|e| matches!(e, Entry::Rule(r) if r.file.starts_with(prefix))).count()
+    }
+
     /// Builds every `@rx` automaton now (they are otherwise built on first
     /// use) and reports the first that cannot be built. For tools and tests.
     pub fn build_all_regexes(&self) -> Result<usize, String> {

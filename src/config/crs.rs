@@ -5,8 +5,13 @@
 //! ```json
 //! {"crs": {"paranoia_level": 2, "inbound_threshold": 5, "mode": "block",
 //!          "exclusions": [{"rule_ids": [942100], "path_prefix": "/search"},
-//!                         {"rule_ids": [932236], "target": "ARGS:command"}]}}
+//!                         {"rule_ids": [932236], "target": "ARGS:command"}]},
+//!          "plugins": ["wordpress"]}
 //! ```
+//!
+//! `plugins` names embedded CRS plugins (see `crate::embedded::crs_plugin`); each plugin's
+//! files go where CRS 4 puts them: `<name>-config.conf` and `<name>-before.conf` after
+//! `crs-setup` (and the settings above), `<name>-after.conf` after the last rule file.
 
 use std::collections::BTreeMap;
 
@@ -32,6 +37,8 @@ pub struct CrsConfig {
     /// Any other CRS setting, e.g. `{"allowed_methods": "GET HEAD POST"}`.
     pub tx: BTreeMap<String, String>,
     pub exclusions: Vec<Exclusion>,
+    /// Embedded CRS plugins to load, by name (`wordpress` or `wordpress-rule-exclusions`).
+    pub plugins: Vec<String>,
 }
 
 /// A rule exclusion: remove rules (or one target of them), everywhere or
@@ -47,7 +54,7 @@ pub struct Exclusion {
 
 impl CrsConfig {
     pub fn from_json(v: &Json, path: &str) -> Result<CrsConfig, String> {
-        const FIELDS: &[&str] = &["paranoia_level", "detection_paranoia_level", "inbound_threshold", "outbound_threshold", "mode", "tx", "exclusions"];
+        const FIELDS: &[&str] = &["paranoia_level", "detection_paranoia_level", "inbound_threshold", "outbound_threshold", "mode", "tx", "exclusions", "plugins"];
         let o = Obj::new(v, path, FIELDS)?;
         Ok(CrsConfig {
             paranoia_level: o.int("paranoia_level")?,
@@ -57,6 +64,7 @@ impl CrsConfig {
             mode: o.str("mode")?,
             tx: o.string_map("tx")?,
             exclusions: o.each("exclusions", Exclusion::from_json)?,
+            plugins: o.strings("plugins")?.unwrap_or_default(),
         })
     }
 }
@@ -186,6 +194,24 @@ impl CrsConfig {
         Ok(lines)
     }
 
+    /// The `Include` lines of the configured plugins for one slot (`config`, `before`,
+    /// `after`), in the order the plugins are listed.
+    pub fn plugin_lines(&self, slot: &str) -> Result<Vec<String>, Error> {
+        let mut lines = Vec::new();
+        let mut seen = Vec::new();
+        for name in &self.plugins {
+            let p = crate::embedded::crs_plugin(name).map_err(bad)?;
+            if seen.contains(&p) {
+                continue;
+            }
+            seen.push(p);
+            if let Some(f) = crate::embedded::crs_plugin_file(p, slot) {
+                lines.push(format!("Include {f}"));
+            }
+        }
+        Ok(lines)
+    }
+
     /// Applies the settings to one rule set's lines. Returns false when the
     /// set does not include the CRS (nothing to apply).
     pub fn apply(&self, lines: &mut Vec<String>) -> Result<bool, Error> {
@@ -194,8 +220,11 @@ impl CrsConfig {
             t.len() > 8 && t.get(..8).is_some_and(|p| p.eq_ignore_ascii_case("include ")) && t.get(8..).is_some_and(|r| r.trim().starts_with(what))
         };
         let Some(last_rules) = lines.iter().rposition(|l| is_include(l, "@owasp_crs/")) else { return Ok(false) };
-        let after = self.after_lines()?;
-        let setup = self.setup_lines()?;
+        let mut after = self.after_lines()?;
+        after.extend(self.plugin_lines("after")?);
+        let mut setup = self.setup_lines()?;
+        setup.extend(self.plugin_lines("config")?);
+        setup.extend(self.plugin_lines("before")?);
         let at = match lines.iter().position(|l| is_include(l, "@crs-setup-conf")) {
             Some(p) => p + 1,
             None => lines.iter().position(|l| is_include(l, "@owasp_crs/")).unwrap_or(last_rules),
@@ -245,6 +274,29 @@ mod tests {
         assert_eq!(lines[6], "Include @owasp_crs/*.conf");
         assert_eq!(lines[7], "SecRuleUpdateTargetById 1,2 \"!ARGS:q\"");
         assert_eq!(lines[8], "SecRuleRemoveByTag \"attack-xss\"");
+    }
+
+    /// `plugins` puts each plugin's files in CRS 4's slots: config and before after the setup,
+    /// after behind the last rule file; the rule set compiles with the plugin's rules.
+    #[test]
+    fn plugins_land_in_their_slots() {
+        if !crate::embedded::CRS_PLUGINS.contains(&"wordpress-rule-exclusions") || !crate::embedded::CRS_PLUGINS.contains(&"phpmyadmin-rule-exclusions") {
+            return; // built without ../shared/crs-plugins: nothing to place (the e2e tests need them)
+        }
+        let c = cfg(r#"{"paranoia_level":1,"plugins":["phpmyadmin","wordpress"]}"#).unwrap();
+        let mut lines = default_directives();
+        assert!(c.apply(&mut lines).unwrap());
+        let at = |l: &str| lines.iter().position(|x| x == l).unwrap_or_else(|| panic!("no {l} in {lines:?}"));
+        assert!(at("Include @crs-setup-conf") < at("Include @crs-plugins/phpmyadmin-rule-exclusions-config.conf"));
+        assert!(at("Include @crs-plugins/phpmyadmin-rule-exclusions-config.conf") < at("Include @crs-plugins/wordpress-rule-exclusions-config.conf"));
+        assert!(at("Include @crs-plugins/wordpress-rule-exclusions-config.conf") < at("Include @crs-plugins/phpmyadmin-rule-exclusions-before.conf"));
+        assert!(at("Include @crs-plugins/wordpress-rule-exclusions-before.conf") < at("Include @owasp_crs/*.conf"));
+        assert!(at("Include @owasp_crs/*.conf") < at("Include @crs-plugins/phpmyadmin-rule-exclusions-after.conf"));
+        assert_eq!(lines.iter().filter(|l| l.contains("wordpress")).count(), 2, "wordpress has no -after.conf: {lines:?}");
+        let rs = crate::Ruleset::compile("t", &lines.join("\n")).unwrap();
+        assert!(rs.rules_from("@crs-plugins/wordpress-rule-exclusions-") > 10);
+        let bad = cfg(r#"{"plugins":["joomla"]}"#).unwrap();
+        assert!(bad.apply(&mut default_directives()).unwrap_err().to_string().contains("not embedded"));
     }
 
     #[test]

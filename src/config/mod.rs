@@ -243,6 +243,19 @@ impl Waf {
         let sets: Vec<String> = self.sets.iter().map(|(n, rs)| format!("{n}={} rules", rs.rule_count())).collect();
         let crs = if crate::embedded::CRS_VERSION.is_empty() { "not embedded".to_string() } else { crate::embedded::CRS_VERSION.to_string() };
         let mut s = format!("wafer {} ready: rule sets [{}]; OWASP CRS {crs}", env!("CARGO_PKG_VERSION"), sets.join(", "));
+        // The CRS plugins each rule set loaded (by `crs.plugins` or an Include) and their rules.
+        let mut plugins = Vec::new();
+        for (n, rs) in &self.sets {
+            for p in crate::embedded::CRS_PLUGINS {
+                let rules = rs.rules_from(&format!("@crs-plugins/{p}-"));
+                if rules > 0 {
+                    plugins.push(format!("{n}: {p}={rules} rules"));
+                }
+            }
+        }
+        if !plugins.is_empty() {
+            s.push_str(&format!("; CRS plugins [{}]", plugins.join(", ")));
+        }
         if let Some(rs) = self.sets.values().next() {
             s.push_str(&format!("; memory budget {} bytes per worker", rs.settings.memory_budget));
         }
@@ -265,6 +278,25 @@ mod tests {
         let waf = Waf::from_json(br#"{"directives_map":{"default":["Include @targeted"]},"default_directives":"default"}"#).unwrap();
         assert!(waf.ruleset_for("example.com").is_some());
         assert!(waf.summary().contains("default=5 rules"));
+    }
+
+    /// `"crs":{"plugins":["wordpress"]}` loads the plugin, and the start-up line says so.
+    #[test]
+    fn crs_plugin_shows_in_the_summary() {
+        if !crate::embedded::CRS_PLUGINS.contains(&"wordpress-rule-exclusions") {
+            return; // built without ../shared/crs-plugins
+        }
+        let waf = Waf::from_json(br#"{"crs":{"plugins":["wordpress"]}}"#).unwrap();
+        let s = waf.summary();
+        let n: usize = s.split("default: wordpress-rule-exclusions=").nth(1).and_then(|r| r.split(' ').next()).and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("{s}"));
+        assert!(n > 10, "{s}");
+        let plain = Waf::from_json(br#"{"crs":{}}"#).unwrap();
+        assert!(!plain.summary().contains("CRS plugins"), "{}", plain.summary());
+        // The same plugin by SecLang includes, in its slots.
+        let seclang = Waf::from_json(br#"{"directives_map":{"d":["Include @recommended-conf","Include @crs-setup-conf","Include @crs-plugins/wordpress-*-config.conf","Include @crs-plugins/wordpress-*-before.conf","Include @owasp_crs/*.conf","Include @crs-plugins/wordpress-*-after.conf"]},"default_directives":"d"}"#);
+        assert!(seclang.is_err(), "wordpress has no -after.conf: the include must say so");
+        let seclang = Waf::from_json(br#"{"directives_map":{"d":["Include @recommended-conf","Include @crs-setup-conf","Include @crs-plugins/wordpress-*-config.conf","Include @crs-plugins/wordpress-*-before.conf","Include @owasp_crs/*.conf"]},"default_directives":"d"}"#).unwrap();
+        assert!(seclang.summary().contains(&format!("d: wordpress-rule-exclusions={n} rules")), "{}", seclang.summary());
     }
 
     #[test]

@@ -28,6 +28,7 @@
 //! - `budget`: the memory budget: bodies held at once past it get 413, counted and logged.
 //! - `fidelity`: verdicts of `@recommended-conf` that follow ModSecurity v3 (XXE, NoFilesLimit, strict multipart).
 //! - `precompiled`: the module with V8's compiled code for this Envoy (`make wasm-precompiled`).
+//! - `run`: `make run`'s configuration answers the requests it prints as it says.
 
 /// Runs each named test function (`fn name(build: Build)`) once per build: the tests
 /// `wasm::name` and `native::name` of the module that invokes it.
@@ -64,6 +65,7 @@ mod failure_policy;
 mod dynamic_module;
 mod precompiled;
 mod fidelity;
+mod run;
 
 use std::time::Duration;
 

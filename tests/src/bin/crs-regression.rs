@@ -3,6 +3,7 @@
 //! ```text
 //! crs-regression [--build wasm|native] [--tests DIR] [--overrides FILE] [--filter REGEX] [-v] [--pass N]
 //! crs-regression [--build wasm|native] --blocking-sample K [--min-percent P] [--filter REGEX] [-v]
+//! crs-regression [--build wasm|native] --plugins [--plugin NAME]... [--filter REGEX] [-v]
 //! ```
 //!
 //! `--build` picks the module Envoy loads (default `wasm`: `target/wafer.wasm`; `native`:
@@ -25,6 +26,13 @@
 //! of the engine alone (the same rules run in-process on the same bytes), which tells a CRS
 //! decision (e.g. a negative test of one rule that another PL1 rule blocks) from a difference
 //! made by Envoy or the adapter.
+//!
+//! `--plugins` runs each embedded CRS plugin's own go-ftw tests (`<folder>/tests/regression`
+//! in `CRS_PLUGINS_DIR`, default `crs-plugins` beside `CRS_DIR`) through Envoy with the
+//! official test setup and that plugin enabled (`"crs": {"plugins": [NAME]}`), one Envoy per
+//! plugin; `--plugin NAME` (repeatable) picks some. Overrides: `tests/crs-plugin-overrides.yaml`.
+//! It exits non-zero when any test fails, a plugin's start-up line does not count its rules,
+//! or no plugin is embedded.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -50,6 +58,7 @@ struct Args {
     pass: usize,
     blocking_sample: Option<usize>,
     min_percent: f64,
+    plugins: Option<Vec<String>>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -66,6 +75,7 @@ fn parse_args() -> Result<Args, String> {
         pass: DEFAULT_PASS,
         blocking_sample: None,
         min_percent: DEFAULT_MIN_PERCENT,
+        plugins: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -87,6 +97,13 @@ fn parse_args() -> Result<Args, String> {
                 let k: usize = value("--blocking-sample")?.parse().map_err(|e| format!("--blocking-sample: {e}"))?;
                 args.blocking_sample = Some(k.max(1));
             }
+            "--plugins" => {
+                args.plugins.get_or_insert_with(Vec::new);
+            }
+            "--plugin" => {
+                let name = value("--plugin")?;
+                args.plugins.get_or_insert_with(Vec::new).push(name);
+            }
             "--min-percent" => args.min_percent = value("--min-percent")?.parse().map_err(|e| format!("--min-percent: {e}"))?,
             "-h" | "--help" => {
                 println!("{}", include_str!("crs-regression.rs").lines().take_while(|l| l.starts_with("//!")).map(|l| l.trim_start_matches("//!").trim_start()).collect::<Vec<_>>().join("\n"));
@@ -107,7 +124,13 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let result = if args.blocking_sample.is_some() { blocking(&args) } else { regression(&args) };
+    let result = if args.plugins.is_some() {
+        plugin_regression(&args)
+    } else if args.blocking_sample.is_some() {
+        blocking(&args)
+    } else {
+        regression(&args)
+    };
     match result {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,
@@ -136,6 +159,91 @@ fn regression(args: &Args) -> Result<bool, String> {
     eprintln!("crs-regression: the {} build", args.build.name());
     let mut rig = Rig::start(&setup, args.build, "crs", &test_setup_json());
     rig.verbose = args.verbose;
+    let (passed, failed) = suite(args, &mut rig, &selected, &overrides, "tests/crs-overrides.yaml", began)?;
+    println!("runtime {:.1}s through Envoy", began.elapsed().as_secs_f64());
+    println!("{passed} passed, {failed} failed");
+    if args.filter.is_some() {
+        return Ok(failed == 0);
+    }
+    if passed != args.pass || failed != 0 {
+        eprintln!("crs-regression: {passed} passed, {failed} failed; the bar is exactly {} passed, 0 failed", args.pass);
+        return Ok(false);
+    }
+    Ok(true)
+}
+
+/// The folder of `CRS_PLUGINS_DIR` (default `crs-plugins` beside `CRS_DIR`) whose `plugins/`
+/// holds the files of `plugin`.
+fn plugin_folder(plugin: &str) -> Result<PathBuf, String> {
+    let dir = match std::env::var_os("CRS_PLUGINS_DIR") {
+        Some(d) => PathBuf::from(d),
+        None => {
+            let crs = PathBuf::from(std::env::var_os("CRS_DIR").ok_or("set CRS_DIR or CRS_PLUGINS_DIR")?);
+            let crs = crs.canonicalize().map_err(|e| format!("CRS_DIR {}: {e}", crs.display()))?;
+            crs.parent().map(|p| p.join("crs-plugins")).ok_or("CRS_DIR has no parent")?
+        }
+    };
+    let rd = std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut folders: Vec<PathBuf> = rd.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    folders.sort();
+    folders
+        .into_iter()
+        .find(|f| ["config", "before", "after"].iter().any(|slot| f.join(format!("plugins/{plugin}-{slot}.conf")).is_file()))
+        .ok_or_else(|| format!("no folder of {} holds plugins/{plugin}-*.conf", dir.display()))
+}
+
+/// Each embedded CRS plugin's own regression tests, through Envoy with the plugin enabled.
+fn plugin_regression(args: &Args) -> Result<bool, String> {
+    let began = Instant::now();
+    let setup = Setup::from_env();
+    let wanted = args.plugins.clone().unwrap_or_default();
+    let plugins: Vec<&str> = if wanted.is_empty() {
+        wafer::embedded::CRS_PLUGINS.to_vec()
+    } else {
+        wanted.iter().map(|n| wafer::embedded::crs_plugin(n)).collect::<Result<_, _>>()?
+    };
+    if plugins.is_empty() {
+        return Err("this build embeds no CRS plugins (CRS_PLUGINS_DIR)".into());
+    }
+    let overrides_path = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/crs-plugin-overrides.yaml"));
+    let overrides = load_overrides(&overrides_path)?;
+    let mut all_known = std::collections::HashSet::new();
+    let (mut passed, mut failed, mut ok) = (0usize, 0usize, true);
+    for plugin in &plugins {
+        let folder = plugin_folder(plugin)?;
+        let tests_dir = folder.join("tests/regression");
+        let tests = if tests_dir.is_dir() { ftw::load(&tests_dir)? } else { Vec::new() };
+        all_known.extend(tests.iter().map(|t| t.id.clone()));
+        let mut config: serde_json::Value = serde_json::from_str(&test_setup_json()).map_err(|e| e.to_string())?;
+        config["crs"] = serde_json::json!({ "plugins": [plugin] });
+        eprintln!("crs-regression: the {} build, plugin {plugin} ({} tests)", args.build.name(), tests.len());
+        let mut rig = Rig::start(&setup, args.build, &format!("crs-plugin-{plugin}"), &config.to_string());
+        rig.verbose = args.verbose;
+        // The plugin's rules are in the rule set: the start-up line counts them.
+        let counted = format!("crs-test: {plugin}=");
+        if !rig.envoy.wait_for(std::time::Duration::from_secs(5), |log| log.contains(&counted)) {
+            println!("FAIL plugin {plugin}: the start-up log does not count its rules ({counted}...)");
+            ok = false;
+        }
+        let selected = selected(args, &tests);
+        let (p, f) = suite(args, &mut rig, &selected, &overrides, "tests/crs-plugin-overrides.yaml", began)?;
+        println!("plugin {plugin}: {p} passed, {f} failed");
+        passed += p;
+        failed += f;
+    }
+    if wanted.is_empty() {
+        if let Some(o) = overrides.iter().find(|o| !all_known.contains(&o.test)) {
+            return Err(format!("{}: no plugin test {}", overrides_path.display(), o.test));
+        }
+    }
+    println!("runtime {:.1}s through Envoy", began.elapsed().as_secs_f64());
+    println!("{passed} passed, {failed} failed ({} plugins)", plugins.len());
+    Ok(ok && failed == 0 && (passed > 0 || args.filter.is_some()))
+}
+
+/// Runs `selected` through `rig`, the tests `overrides` names as overridden; prints each
+/// failure and the overridden tests. Returns (passed, failed).
+fn suite(args: &Args, rig: &mut Rig, selected: &[&Test], overrides: &[crs::Override], overrides_file: &str, began: Instant) -> Result<(usize, usize), String> {
     let (mut passed, mut failed) = (0usize, 0usize);
     let mut overridden: Vec<String> = Vec::new();
     for (n, test) in selected.iter().enumerate() {
@@ -146,12 +254,12 @@ fn regression(args: &Args) -> Result<bool, String> {
             let note = match &o.expect {
                 Expect::Skip => format!("{} (skipped: {})", o.test, o.reason),
                 Expect::Output(out) => {
-                    let holds = match run_test(&mut rig, test, Some(out)) {
+                    let holds = match run_test(rig, test, Some(out)) {
                         Outcome::Passed => "override holds".to_string(),
                         Outcome::Failed(e) => format!("OVERRIDE DOES NOT HOLD: {e}"),
                     };
                     // An override must stay needed: flag one whose test now passes as written.
-                    let stale = match run_test(&mut rig, test, None) {
+                    let stale = match run_test(rig, test, None) {
                         Outcome::Passed => "; STALE: passes as written",
                         Outcome::Failed(_) => "",
                     };
@@ -164,7 +272,7 @@ fn regression(args: &Args) -> Result<bool, String> {
             overridden.push(note);
             continue;
         }
-        match run_test(&mut rig, test, None) {
+        match run_test(rig, test, None) {
             Outcome::Passed => passed += 1,
             Outcome::Failed(e) if e.starts_with(ENVOY_GONE) => {
                 let log = rig.envoy.log();
@@ -184,20 +292,11 @@ fn regression(args: &Args) -> Result<bool, String> {
         }
     }
     println!(
-        "{} overridden (tests/crs-overrides.yaml; counted apart, not as passed): {}",
+        "{} overridden ({overrides_file}; counted apart, not as passed): {}",
         overridden.len(),
         overridden.iter().map(|n| n.split(' ').next().unwrap_or("")).collect::<Vec<_>>().join(", ")
     );
-    println!("runtime {:.1}s through Envoy", began.elapsed().as_secs_f64());
-    println!("{passed} passed, {failed} failed");
-    if args.filter.is_some() {
-        return Ok(failed == 0);
-    }
-    if passed != args.pass || failed != 0 {
-        eprintln!("crs-regression: {passed} passed, {failed} failed; the bar is exactly {} passed, 0 failed", args.pass);
-        return Ok(false);
-    }
-    Ok(true)
+    Ok((passed, failed))
 }
 
 /// The blocking-mode proof: SecRuleEngine On at paranoia level 1, status-based.
