@@ -5,8 +5,8 @@
 //!   `LONG_MAX`) truncated to its low byte. Leading zeros are allowed.
 //! * Named entities, matched case-insensitively against the whole
 //!   alphanumeric run (so `&ltest;` is *not* `<est;`), `;` optional. The set
-//!   is the ASCII-mapping table of current libmodsecurity (quot, amp, lt, gt,
-//!   nbsp -> 0xA0, apos, colon, lpar, ...). Unknown names are kept verbatim.
+//!   is libmodsecurity's (3.0.9 to 3.0.15): quot, amp, lt, gt, and nbsp -> 0xA0.
+//!   Any other name (HTML5's `&colon;`, `&lpar;`, `&apos;`, ...) is kept verbatim.
 //! * Anything else (`&`, `&#`, `&#x`, `&#xg`, ...) is kept verbatim.
 
 use super::LazyOut;
@@ -14,40 +14,7 @@ use std::borrow::Cow;
 
 const NBSP: u8 = 0xa0;
 
-const NAMED: &[(&[u8], u8)] = &[
-    (b"amp", b'&'),
-    (b"apos", b'\''),
-    (b"ast", b'*'),
-    (b"bsol", b'\\'),
-    (b"caret", b'^'),
-    (b"colon", b':'),
-    (b"comma", b','),
-    (b"commat", b'@'),
-    (b"dollar", b'$'),
-    (b"equals", b'='),
-    (b"grave", b'`'),
-    (b"gt", b'>'),
-    (b"hyphen", b'-'),
-    (b"lbrace", b'{'),
-    (b"lbrack", b'['),
-    (b"lowbar", b'_'),
-    (b"lpar", b'('),
-    (b"lt", b'<'),
-    (b"nbsp", NBSP),
-    (b"num", b'#'),
-    (b"percnt", b'%'),
-    (b"period", b'.'),
-    (b"plus", b'+'),
-    (b"quest", b'?'),
-    (b"quot", b'"'),
-    (b"rbrace", b'}'),
-    (b"rbrack", b']'),
-    (b"rpar", b')'),
-    (b"semi", b';'),
-    (b"sol", b'/'),
-    (b"tilde", b'~'),
-    (b"verbar", b'|'),
-];
+const NAMED: &[(&[u8], u8)] = &[(b"quot", b'"'), (b"amp", b'&'), (b"lt", b'<'), (b"gt", b'>'), (b"nbsp", NBSP)];
 
 fn lookup(name: &[u8]) -> Option<u8> {
     NAMED
