@@ -29,7 +29,7 @@
 //! any name through, as libxml2 then merely warns (checked against
 //! libmodsecurity 3.0.15).
 //! Input may be UTF-8 (validated), UTF-16 (BOM or `<?` autodetection) or
-//! declared ISO-8859-1 / US-ASCII; other declared encodings are an error.
+//! declared ISO-8859-1 / US-ASCII / UTF-7; other declared encodings are an error.
 //!
 //! Every error yields ModSecurity's single message
 //! `XML parsing error: XML: Failed parsing document.` (the precise reason is
@@ -115,6 +115,60 @@ pub fn parse(input: &[u8], limits: &XmlLimits) -> XmlResult {
 type Res<T> = Result<T, String>;
 
 /// Decode the input to UTF-8 (borrowing when it already is).
+/// UTF-7 (RFC 2152) to UTF-8, as libxml2 decodes a document declared so: ASCII stands for
+/// itself; `+` opens a run of modified base64 (no padding) of UTF-16 big-endian code units,
+/// closed by `-` (which is dropped) or by any byte outside the base64 alphabet; `+-` is `+`.
+fn utf7(input: &[u8]) -> Res<Vec<u8>> {
+    let b64 = |c: u8| -> Option<u32> {
+        match c {
+            b'A'..=b'Z' => Some(u32::from(c - b'A')),
+            b'a'..=b'z' => Some(u32::from(c - b'a') + 26),
+            b'0'..=b'9' => Some(u32::from(c - b'0') + 52),
+            b'+' => Some(62),
+            b'/' => Some(63),
+            _ => None,
+        }
+    };
+    let bad = || "Invalid UTF-7 input".to_string();
+    let mut out = String::with_capacity(input.len());
+    let mut units: Vec<u16> = Vec::new();
+    let mut i = 0;
+    while let Some(&c) = input.get(i) {
+        i += 1;
+        if c != b'+' {
+            if !c.is_ascii() {
+                return Err(bad());
+            }
+            out.push(char::from(c));
+            continue;
+        }
+        if input.get(i) == Some(&b'-') {
+            out.push('+');
+            i += 1;
+            continue;
+        }
+        let (mut acc, mut bits) = (0u32, 0u32);
+        units.clear();
+        while let Some(v) = input.get(i).and_then(|&c| b64(c)) {
+            acc = (acc << 6) | v;
+            bits += 6;
+            i += 1;
+            if bits >= 16 {
+                bits -= 16;
+                units.push(u16::try_from(acc >> bits).map_err(|_| bad())?);
+                acc &= (1 << bits) - 1;
+            }
+        }
+        if input.get(i) == Some(&b'-') {
+            i += 1;
+        }
+        for ch in char::decode_utf16(units.iter().copied()) {
+            out.push(ch.map_err(|_| bad())?);
+        }
+    }
+    Ok(out.into_bytes())
+}
+
 fn to_utf8(input: &[u8]) -> Res<std::borrow::Cow<'_, [u8]>> {
     use std::borrow::Cow;
     let utf16 = |body: &[u8], be: bool| -> Res<Cow<'_, [u8]>> {
@@ -153,6 +207,7 @@ fn to_utf8(input: &[u8]) -> Res<std::borrow::Cow<'_, [u8]>> {
                     let s: String = input.iter().map(|&b| char::from(b)).collect();
                     Ok(Cow::Owned(s.into_bytes()))
                 }
+                Some(b"utf-7" | b"utf7" | b"unicode-1-1-utf-7") => Ok(Cow::Owned(utf7(input)?)),
                 Some(other) => Err(format!(
                     "Unsupported encoding {}",
                     String::from_utf8_lossy(other)
@@ -833,6 +888,22 @@ mod tests {
         assert_eq!(text(&r), "é");
         let r = go(b"<?xml version=\"1.0\" encoding=\"EBCDIC\"?><a/>");
         assert!(r.error.is_some());
+    }
+
+    #[test]
+    fn utf7_is_decoded_as_libxml2_does() {
+        // Quotes hidden as UTF-7 (+ACc- is "'"), a '+' written '+-', and two non-ASCII
+        // characters in one run closed by a byte outside base64.
+        let r = go(b"<?xml version=\"1.0\" encoding=\"UTF-7\"?><a>1+ACc- or +ACc-1+ACc-=+ACc-1 1+-1 +AOkA6Q.</a>");
+        assert_eq!(r.error, None, "{:?}", r.detail);
+        assert_eq!(text(&r), "1' or '1'='1 1+1 \u{e9}\u{e9}.");
+        // Decoded before parsing, as libxml2: a tag written in UTF-7 is markup.
+        let r = go(b"<?xml version=\"1.0\" encoding=\"UTF-7\"?><a>+ADw-b+AD4-x+ADw-/b+AD4-</a>");
+        assert_eq!(r.error, None, "{:?}", r.detail);
+        assert_eq!(text(&r), "x");
+        // A lone surrogate in a run is an error, as is a byte above 0x7F.
+        assert!(go(b"<?xml version=\"1.0\" encoding=\"utf-7\"?><a>+2AA-</a>").error.is_some());
+        assert!(go(b"<?xml version=\"1.0\" encoding=\"utf-7\"?><a>\xe9</a>").error.is_some());
     }
 
     #[test]

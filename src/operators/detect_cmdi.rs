@@ -237,9 +237,7 @@ pub fn detect_cmdi(value: &[u8]) -> Option<String> {
                 }
                 return Some(name);
             }
-        } else if absolute && (next.is_none() || arg_like) {
-            return Some(name);
-        } else if unambiguous && matches!(next, Some(Tok::Word(a)) if shell_arg(a)) && name.len() > 2 {
+        } else if (absolute && (next.is_none() || arg_like)) || (unambiguous && matches!(next, Some(Tok::Word(a)) if shell_arg(a)) && name.len() > 2) {
             return Some(name);
         } else if let Some(Tok::Word(a)) = next {
             // At the start: a program with an argument no text has (`sleep 10`, `which nc`,
