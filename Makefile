@@ -94,7 +94,7 @@ tools-oci:
 # them when Envoy compiles the module (measured: V8's compile 2.61 -> 2.00 s of CPU, machine code
 # 6.1 -> 5.2 MB, Envoy ready with the CRS -0.45 s and idle RSS -1.7 MiB, request CPU unchanged),
 # and in the functions requests run, the calls to callees neither small nor frequent
-# (envoy-wasm/frequent-functions.txt) too (session 41: ready -0.2 s, idle RSS -8 MiB).
+# (envoy-wasm/frequent-functions.txt) too (ready -0.2 s, idle RSS -8 MiB).
 COLD_FUNCTIONS := envoy-wasm/cold-functions.txt
 FREQUENT_FUNCTIONS := envoy-wasm/frequent-functions.txt
 COLDCALLS := target/release/coldcalls
