@@ -5,8 +5,7 @@
 
 `WAFER_BIN crs-requests` turns every CRS test stage into a raw HTTP request; from those:
 transaction and header_blocks (the raw request), replay_pairs (a request and the next one,
-or the same with every query value changed, separated by two NUL bytes), quiet_again (a
-request and another x-request-id value after two NUL bytes), urlencoded (query strings and form bodies), json, xml,
+or the same with every query value changed, separated by two NUL bytes), urlencoded (query strings and form bodies), json, xml,
 multipart (Content-Type line + body), libinjection and transforms (decoded argument values),
 seclang (each directive of the CRS rule files and wafer's rules/*.conf). Writes one file per
 distinct input under OUT_DIR/<target>/ (generated, git-ignored: target/fuzz-corpus).
@@ -60,7 +59,6 @@ for i, line in enumerate(lines):
     put("header_blocks", raw)
     put("replay_pairs", last + b"\0\0" + raw)
     put("replay_pairs", raw + b"\0\0" + vary(raw, str(i).encode()))
-    put("quiet_again", raw + b"\0\0" + [b"' or 1=1--", b"<script>alert(1)</script>", str(i).encode()][i % 3])
     last = raw
     head, _, body = raw.partition(b"\r\n\r\n")
     first, *hdrs = head.split(b"\r\n")

@@ -43,7 +43,6 @@ pub mod build_info;
 pub mod host;
 mod metrics;
 mod protect;
-mod quiet;
 mod root;
 pub mod stream;
 mod sync;

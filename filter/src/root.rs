@@ -1,11 +1,11 @@
 //! A plugin configuration ([`Root`]) and what its streams share ([`Shared`]).
 
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use crate::host::{Host, Level};
 use crate::metrics::{self, Metrics, FLUSH_MS};
-use crate::{protect, quiet};
+use crate::protect;
 
 /// What every stream of one plugin configuration shares: per wasm VM (one per worker) in the
 /// wasm module, per process (every worker) in the dynamic module. Every part a stream changes
@@ -21,9 +21,6 @@ pub struct Shared<H: Host> {
     /// The store of persistent collections (`initcol`), handed to each transaction that uses
     /// one (one `Arc` for all, not one per request).
     pub(crate) collections: Arc<dyn wafer::tx::persist::CollectionStore>,
-    /// The last requests that passed quietly under a rule set allowing it (see [`quiet`]): a
-    /// request the same as one of them but for its `x-request-id` gets no transaction.
-    pub(crate) quiet: Mutex<quiet::Records>,
 }
 
 /// A plugin configuration: compiles it once, hands its [`Shared`] to each stream, and runs the
@@ -62,7 +59,6 @@ impl<H: Host> Root<H> {
             metrics,
             next_id: AtomicU64::new(0),
             protect,
-            quiet: Mutex::default(),
         };
         Ok(Root { shared: Arc::new(shared), collector_ms, since_collector_flush: 0 })
     }

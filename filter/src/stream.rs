@@ -5,8 +5,6 @@
 //! 1. request headers: pick the rule set by `:authority` (none: the stream passes untouched),
 //!    feed connection, URI and headers, run phase 1. Without a body to inspect (end of stream,
 //!    or body access off) phase 2 runs right away.
-//!    A request the same as one of the VM's last quiet ones but for its `x-request-id` gets no
-//!    transaction; with a body to inspect, that waits for the body's end (see [`crate::quiet`]).
 //! 2. request body: the body callbacks answer `Action::Pause` (Envoy buffers and holds the
 //!    data) and feed only the bytes not fed before; phase 2 runs at end of stream, at the
 //!    trailers, or as soon as the engine says its body limit is reached ([`BodyAppend::Full`]);
@@ -37,12 +35,9 @@ use std::sync::Arc;
 use wafer::{BodyAppend, InterruptAction, Interruption, Transaction};
 
 use crate::host::{self, Action, HeaderMap, Host, Level, Property, Side, StreamHost};
-use crate::quiet::{Candidate, Record, Verdict};
 use crate::root::Shared;
-use crate::sync::lock;
 
-/// The most of a held body read from the host at once (Envoy's reads are 16 KiB to 1 MiB;
-/// a stream whose body came before its transaction, see [`crate::quiet`], has all of it).
+/// The most of a held body read from the host at once (Envoy's reads are 16 KiB to 1 MiB).
 const BODY_SLICE: usize = 64 * 1024;
 
 /// Where a body stands for the engine.
@@ -71,12 +66,6 @@ pub struct Stream<H: Host> {
     interrupted: Option<Side>,
     /// Protections of this stream; `None` (no cost) when the configuration enables none.
     protect: Option<Box<crate::protect::StreamProtect>>,
-    /// A copy of the request when its transaction, if quiet, becomes one of the quiet records
-    /// (see [`crate::quiet`]).
-    quiet: Candidate,
-    /// The request held without a transaction until its body shows whether it is the quiet
-    /// request's.
-    deferred: Option<Deferred>,
 }
 
 impl<H: Host> Stream<H> {
@@ -90,8 +79,6 @@ impl<H: Host> Stream<H> {
             response_body: Body::Idle,
             interrupted: None,
             protect: None,
-            quiet: Candidate::default(),
-            deferred: None,
         }
     }
 
@@ -105,10 +92,8 @@ impl<H: Host> Stream<H> {
     /// configuration are dropped; what is left is the state of a new stream.
     /// (Every field is named, so a new one cannot be forgotten here.)
     pub fn release(&mut self) {
-        let Stream { context_id: _, shared, tx, protocol, request_body, response_body, interrupted, protect, quiet, deferred } = self;
+        let Stream { context_id: _, shared, tx, protocol, request_body, response_body, interrupted, protect } = self;
         *tx = None;
-        quiet.disarm();
-        *deferred = None;
         *shared = None;
         *protocol = Cow::Borrowed("");
         *request_body = Body::Idle;
@@ -293,19 +278,12 @@ impl<H: Host> Stream<H> {
         *self.body(side) = Body::Collecting { fed: fed.saturating_add(chunk.len()) };
         let tx = self.tx.as_mut()?;
         let appended = match side {
-            Side::Request => {
-                self.quiet.keep_body(chunk);
-                tx.append_request_body(chunk)
-            }
+            Side::Request => tx.append_request_body(chunk),
             Side::Response => tx.append_response_body(chunk),
         };
         match appended {
             BodyAppend::Continue => None,
-            BodyAppend::Full => {
-                // The engine saw part of the body: no record of it.
-                self.quiet.disarm();
-                Some(self.finish_body(io, side))
-            }
+            BodyAppend::Full => Some(self.finish_body(io, side)),
             BodyAppend::Interrupt(interruption) => {
                 *self.body(side) = Body::Done;
                 self.flush_logs();
@@ -466,17 +444,6 @@ impl<S: StreamHost> StreamHost for LocalReply<'_, S> {
     }
 }
 
-/// A request whose headers are a quiet record's, held (no transaction yet) until its body
-/// ends (see [`crate::quiet`]).
-struct Deferred {
-    record: Arc<Record>,
-    headers: HeaderMap,
-    /// Where `headers` has what the transaction needs, as found when they came.
-    scan: RequestScan,
-    /// The body size the host reported last (all of it is held).
-    size: usize,
-}
-
 /// Where a request's header block has what the filter reads itself.
 #[derive(Default)]
 struct RequestScan {
@@ -568,22 +535,6 @@ impl<H: Host> Stream<H> {
             return Action::Continue;
         };
         shared.metrics.transaction();
-        // The same request as one of the last quiet ones but for its id: no transaction (see
-        // `crate::quiet`). Not with a body of unknown length (the engine would be given a
-        // Transfer-Encoding header the block does not have).
-        if ruleset.quiet_again && self.protect.is_none() && !scan.chunked_guess(end_of_stream) {
-            let reads_body = !end_of_stream && ruleset.reads_request_body();
-            let verdict = lock(&shared.quiet).verdict(&ruleset, headers.bytes(), reads_body);
-            match verdict {
-                Verdict::Pass => return Action::Continue,
-                Verdict::Defer(record) => {
-                    self.deferred = Some(Deferred { record, headers, scan, size: 0 });
-                    self.request_body = Body::Collecting { fed: 0 };
-                    return Action::Continue;
-                }
-                Verdict::Run => self.quiet.arm(headers.bytes(), reads_body),
-            }
-        }
         self.begin(io, &shared, ruleset, headers, &scan, end_of_stream)
     }
 
@@ -660,63 +611,8 @@ impl<H: Host> Stream<H> {
         Action::Continue
     }
 
-    /// A body callback of a deferred request (see [`crate::quiet`]): held until its end; the
-    /// record's body passes without a transaction, anything else gets one.
-    fn on_deferred_body(&mut self, io: &mut impl StreamHost, body_size: usize, end_of_stream: bool) -> Action {
-        let Some(deferred) = self.deferred.as_mut() else {
-            return Action::Continue;
-        };
-        deferred.size = body_size;
-        let want = deferred.record.body();
-        let mut read = None;
-        if body_size <= want.len() {
-            if !end_of_stream {
-                return Action::Pause;
-            }
-            if body_size == want.len() {
-                match read_new_body(io, Side::Request, 0, body_size) {
-                    Ok(body) if body.as_deref().unwrap_or_default() == want => {
-                        self.deferred = None;
-                        self.request_body = Body::Done;
-                        return Action::Continue;
-                    }
-                    Ok(body) => read = body,
-                    Err(_) => {}
-                }
-            }
-        }
-        if let Some(action) = self.undefer(io, read) {
-            return action;
-        }
-        if end_of_stream {
-            self.finish_request_body(io)
-        } else {
-            Action::Pause
-        }
-    }
-
-    /// Ends a deferral: the request's transaction, phase 1, and the body held so far (`read`,
-    /// or read now) given to it. `Some(action)` when the stream's answer is decided.
-    fn undefer(&mut self, io: &mut impl StreamHost, read: Option<Vec<u8>>) -> Option<Action> {
-        let deferred = self.deferred.take()?;
-        let shared = self.shared.clone()?;
-        let ruleset = deferred.record.ruleset.clone();
-        self.quiet.arm(deferred.headers.bytes(), true);
-        let action = self.begin(io, &shared, ruleset, deferred.headers, &deferred.scan, false);
-        if self.interrupted.is_some() || !matches!(self.request_body, Body::Collecting { .. }) {
-            return Some(action);
-        }
-        match read {
-            Some(chunk) => self.feed_chunk(io, Side::Request, &chunk),
-            None => self.feed_body(io, Side::Request, deferred.size),
-        }
-    }
-
     /// `body_size`: the size of the request body held so far (see [`StreamHost::body`]).
     pub fn on_request_body(&mut self, io: &mut impl StreamHost, body_size: usize, end_of_stream: bool) -> Action {
-        if self.deferred.is_some() {
-            return self.on_deferred_body(io, body_size, end_of_stream);
-        }
         if self.protect.is_some() && self.interrupted.is_none() {
             if let Some(action) = self.protect_request_body(io, body_size) {
                 return action;
@@ -726,9 +622,6 @@ impl<H: Host> Stream<H> {
     }
 
     pub fn on_request_trailers(&mut self, io: &mut impl StreamHost) -> Action {
-        if let Some(action) = self.undefer(io, None) {
-            return action;
-        }
         self.on_trailers(io, Side::Request)
     }
 
@@ -738,10 +631,6 @@ impl<H: Host> Stream<H> {
         }
         if self.interrupted.is_some() {
             return self.after_interruption(Side::Response);
-        }
-        // A response before a deferred request's body ended: it gets its transaction now.
-        if let Some(action) = self.undefer(io, None) {
-            return action;
         }
         if self.tx.is_none() {
             return Action::Continue;
@@ -797,10 +686,6 @@ impl<H: Host> Stream<H> {
             tx.process_logging();
             if let (true, Some(shared)) = (tx.over_budget(), self.shared.as_ref()) {
                 shared.metrics.over_budget(&shared.host);
-            }
-            match self.shared.as_ref().filter(|_| tx.quiet()) {
-                Some(shared) => self.quiet.become_record(&mut lock(&shared.quiet), tx.ruleset()),
-                None => self.quiet.disarm(),
             }
         }
         self.flush_logs();

@@ -10,9 +10,9 @@ use crate::{passed_whole, short, Fixture};
 per_build!(
     response_phases_and_redirect,
     logging_phase_runs_for_completed_and_reset_streams,
-    repeated_quiet_requests_pass_and_changed_ones_are_inspected,
-    repeated_quiet_bodies_pass_and_changed_ones_are_inspected,
-    quiet_bodies_interleaved_keep_their_verdicts,
+    repeated_requests_pass_and_changed_ones_are_inspected,
+    repeated_bodies_pass_and_changed_ones_are_inspected,
+    repeated_bodies_interleaved_keep_their_verdicts,
 );
 
 const RULES: &[&str] = &[
@@ -44,11 +44,11 @@ fn wrong(fx: &Fixture, req: &Request, want: u16) -> Option<String> {
     }
 }
 
-/// Bodies of the quiet-body tests: two benign ones and an attack, all of one length (so the
+/// Bodies of the repeated-body tests: two benign ones and an attack, all of one length (so the
 /// requests' headers are the same).
-const QUIET_ONE: &str = r#"{"a":"hello world"}"#;
-const QUIET_TWO: &str = r#"{"a":"goodbye wor"}"#;
-const QUIET_BAD: &str = r#"{"a":"attack!!!!!"}"#;
+const SAME_LEN_ONE: &str = r#"{"a":"hello world"}"#;
+const SAME_LEN_TWO: &str = r#"{"a":"goodbye wor"}"#;
+const SAME_LEN_BAD: &str = r#"{"a":"attack!!!!!"}"#;
 
 /// A JSON POST of `body` to `/api`.
 fn post(body: &str) -> Request {
@@ -173,11 +173,10 @@ fn logging_phase_runs_for_completed_and_reset_streams(build: Build) {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-/// A request like the last quiet one but for its `x-request-id` gets no transaction
-/// (`Ruleset::quiet_again`): it still reaches the upstream whole and is counted, and a request
-/// that differs anywhere else (a header, the query, the path) is inspected as before, between
-/// repeated quiet ones.
-fn repeated_quiet_requests_pass_and_changed_ones_are_inspected(build: Build) {
+/// Requests repeated but for their `x-request-id` (what the engine remembers across requests
+/// serves them) reach the upstream whole and are counted, and a request that differs anywhere
+/// else (a header, the query, the path) is inspected as before, between repeated ones.
+fn repeated_requests_pass_and_changed_ones_are_inspected(build: Build) {
     let rules = [
         "SecRuleEngine On",
         r#"SecRule REQUEST_HEADERS:User-Agent "@contains evil" "id:9101,phase:1,t:none,log,deny,status:403""#,
@@ -185,7 +184,7 @@ fn repeated_quiet_requests_pass_and_changed_ones_are_inspected(build: Build) {
         r#"SecRule REQUEST_URI "@beginsWith /admin" "id:9103,phase:1,t:none,log,deny,status:403""#,
     ];
     let config = config_of(&rules);
-    let fx = Fixture::start(build, "quiet", &config);
+    let fx = Fixture::start(build, "repeated", &config);
     let get = |target: &str, ua: &str| Request::get(target).header("user-agent", ua);
     let benign = || get("/q?a=1&b=2", "ok");
     let steps: Vec<(&str, Request, u16)> = vec![
@@ -200,8 +199,7 @@ fn repeated_quiet_requests_pass_and_changed_ones_are_inspected(build: Build) {
         ("repeated at the end", benign(), 200),
     ];
     let mut failures = run_steps(&fx, &steps);
-    // Every request is counted, with or without its transaction (added to the host's counter
-    // once a second).
+    // Every request is counted (added to the host's counter once a second).
     let want = steps.len() as u64;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     let mut counted = fx.counter("wafer.transactions");
@@ -215,11 +213,10 @@ fn repeated_quiet_requests_pass_and_changed_ones_are_inspected(build: Build) {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-/// The same with bodies: a request whose headers are the last quiet one's (but for its
-/// `x-request-id`) is held without a transaction until its body ends; the same body passes
-/// whole, another one of the same length (the headers say the same length) gets its
-/// transaction then and is inspected, whether the body comes in one read or in several.
-fn repeated_quiet_bodies_pass_and_changed_ones_are_inspected(build: Build) {
+/// The same with bodies: behind the same headers, the same body passes whole and another one
+/// of the same length (the headers say the same length) is inspected, whether the body comes
+/// in one read or in several.
+fn repeated_bodies_pass_and_changed_ones_are_inspected(build: Build) {
     let rules = [
         "SecRuleEngine On",
         "SecRequestBodyAccess On",
@@ -227,8 +224,8 @@ fn repeated_quiet_bodies_pass_and_changed_ones_are_inspected(build: Build) {
         r#"SecRule ARGS "@contains attack" "id:9112,phase:2,t:none,log,deny,status:403""#,
     ];
     let config = config_of(&rules);
-    let fx = Fixture::start(build, "quiet-bodies", &config);
-    let (one, two, bad) = (QUIET_ONE, QUIET_TWO, QUIET_BAD);
+    let fx = Fixture::start(build, "repeated-bodies", &config);
+    let (one, two, bad) = (SAME_LEN_ONE, SAME_LEN_TWO, SAME_LEN_BAD);
     let parts = |r: Request| r.paced(4, std::time::Duration::from_millis(15));
     let steps: Vec<(&str, Request, u16)> = vec![
         ("first", post(one), 200),
@@ -249,18 +246,17 @@ fn repeated_quiet_bodies_pass_and_changed_ones_are_inspected(build: Build) {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-/// Many streams at once on Envoy's one worker, so held requests (headers the quiet record's,
-/// body not yet ended) interleave with others that replace the record: every benign request
-/// passes whole, every same-length attack is blocked.
-fn quiet_bodies_interleaved_keep_their_verdicts(build: Build) {
+/// Many streams at once on Envoy's one worker, so transactions of repeated and changed bodies
+/// interleave: every benign request passes whole, every same-length attack is blocked.
+fn repeated_bodies_interleaved_keep_their_verdicts(build: Build) {
     let rules = [
         "SecRuleEngine On",
         "SecRequestBodyAccess On",
         r#"SecRule ARGS "@contains attack" "id:9121,phase:2,t:none,log,deny,status:403""#,
     ];
     let config = config_of(&rules);
-    let fx = Fixture::start(build, "quiet-interleaved", &config);
-    let (one, two, bad) = (QUIET_ONE, QUIET_TWO, QUIET_BAD);
+    let fx = Fixture::start(build, "repeated-interleaved", &config);
+    let (one, two, bad) = (SAME_LEN_ONE, SAME_LEN_TWO, SAME_LEN_BAD);
     let failures = std::sync::Mutex::new(Vec::new());
     std::thread::scope(|s| {
         for t in 0..8usize {
