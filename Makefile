@@ -292,9 +292,12 @@ oracle: tools-rust
 # Clippy on the engine, the filter and both Envoy bindings, native and wasm32-wasip1: their
 # lib.rs deny unwrap / expect / panic! / unchecked indexing outside tests (a panic kills the
 # wasm VM, and fails a request of the dynamic module). (No `cargo fmt --check`: the tree is
-# not rustfmt-clean yet.)
+# not rustfmt-clean yet.) Then the relative links and #anchors of README.md, docs/*.md and
+# bench/README.md (scripts/check-links.py, after its self-test of broken links).
 .PHONY: lint
 lint: tools-rust
+	python3 scripts/check-links.py --self-test
+	python3 scripts/check-links.py
 	$(CARGO) clippy -p wafer -p wafer-filter -p wafer-envoy -p wafer-dynamic --lib -j $(JOBS)
 	$(CARGO) clippy -p wafer -p wafer-filter -p wafer-envoy --lib --target $(WASM_TARGET) -j $(JOBS)
 
