@@ -301,7 +301,7 @@ lint: tools-rust
 	$(CARGO) clippy -p wafer -p wafer-filter -p wafer-envoy -p wafer-dynamic --lib -j $(JOBS)
 	$(CARGO) clippy -p wafer -p wafer-filter -p wafer-envoy --lib --target $(WASM_TARGET) -j $(JOBS)
 
-# Hardening (README "Bad input"). `bounds` (docs/limits.md; part of `make test`, ~2 min):
+# Hardening (docs/hardening.md). `bounds` (docs/limits.md; part of `make test`, ~2 min):
 # pathological inputs at 1 MiB and at the largest size the default configuration accepts
 # against the full CRS, native release build (time linear in size, peak RSS within the
 # memory budget's bound, documented verdicts), then 64 at once through Envoy at
