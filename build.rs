@@ -48,7 +48,7 @@ fn sorted_files(dir: &Path, ext: &str) -> Vec<PathBuf> {
 /// Stores `path` deflated in `out` (as `embedded/<n>.z`, `n` counting the files stored) and
 /// returns the generated entry: `("name", include_bytes!(..), text length)`. The module carries
 /// the CRS text deflated (~5x smaller): each VM's memory holds the data segment, and Envoy
-/// and V8 keep copies of the module (README, Performance: ~10 MiB of RSS per MB).
+/// and V8 keep copies of the module (docs/performance.md: ~10 MiB of RSS per MB).
 fn packed(out: &Path, n: &mut usize, name: &str, path: &Path) -> String {
     let text = fs::read(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
     assert!(std::str::from_utf8(&text).is_ok(), "{} is not UTF-8", path.display());

@@ -193,7 +193,7 @@ CRS_PL1 = ["Include @recommended-conf", "SecRuleEngine On", "Include @crs-setup-
 PL2_ACTION = 'SecAction "id:900000,phase:1,pass,t:none,nolog,setvar:tx.blocking_paranoia_level=2"'
 CRS_PL2 = CRS_PL1[:3] + [PL2_ACTION] + CRS_PL1[3:]
 
-# Every protection of README "Protections beyond rules" on, none of them refusing the benchmark's
+# Every protection of docs/protections.md on, none of them refusing the benchmark's
 # requests (one client, 127.0.0.1): 5,000 deny blocks, a rate limit the load cannot reach (so each
 # request still updates its bucket in shared data), scoring, hardening, the request log for
 # interruptions (there are none: the cost is collecting what a line would need).

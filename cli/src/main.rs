@@ -274,7 +274,7 @@ fn vary_body(body: &mut Vec<u8>, i: u32) {
 /// (the SecLang parser, regex parser and compilers, prefilter analysis: much code, little
 /// data). In Envoy, the proxy's own work between two requests evicts the engine's code and
 /// data from the CPU's caches; under Node, a CRS GET interleaved with this costs what it costs
-/// in Envoy under load (README, Performance), so code-size changes can be judged here.
+/// in Envoy under load (docs/performance.md), so code-size changes can be judged here.
 fn evict(i: u32) -> usize {
     let text = format!(
         "SecRule ARGS \"@rx (?i)foo{i}[a-z]+bar\\d{{2,5}}|baz(qux|quux)\" \"id:1,phase:2,deny,t:lowercase,t:urlDecodeUni\"\n\

@@ -1,8 +1,8 @@
 //! The JSON of the plugin configuration, read without serde: a small parser to a tree and
 //! typed readers of an object's fields that refuse unknown ones. serde's derives and
 //! serde_json made ~120 KB of the module's code (10%), and V8 compiles every function of the
-//! module with TurboFan when Envoy loads it, whether it runs once or never (README,
-//! Performance): start-up time and memory follow code size. Also [`quote`] for the request
+//! module with TurboFan when Envoy loads it, whether it runs once or never (docs/performance.md,
+//! "Start-up and memory"): start-up time and memory follow code size. Also [`quote`] for the request
 //! log's JSON lines.
 //!
 //! Example: `Obj::new(&parse(br#"{"a":1}"#)?, "cfg", &["a"])?.int::<u32>("a")` is `Ok(Some(1))`.

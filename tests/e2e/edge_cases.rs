@@ -1,4 +1,4 @@
-//! Documented verdicts for edge cases (README, "Bad input"):
+//! Documented verdicts for edge cases (docs/hardening.md):
 //!
 //! - malformed JSON body: `@targeted` passes it (200); `@recommended-conf` with
 //!   `SecRuleEngine On` blocks it with 400 (rule 200002, `REQBODY_ERROR !@eq 0`).

@@ -1,5 +1,5 @@
 //! What Envoy 1.40 does when wafer fails, per the wasm filter's `failure_policy`
-//! (`envoy.extensions.wasm.v3.PluginConfig`), README "Failure policy":
+//! (`envoy.extensions.wasm.v3.PluginConfig`), docs/hardening.md, "Failure policy":
 //!
 //! - a configuration that does not compile: Envoy refuses it, whatever the policy (also
 //!   `FAIL_OPEN`): there is no fail-open at start;

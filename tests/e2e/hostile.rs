@@ -1,5 +1,5 @@
 //! Hostile requests through Envoy + wafer + the full CRS (PL1, blocking): each gets its
-//! documented verdict (README, "Bad input"), and afterwards wafer still serves (the wasm VM is
+//! documented verdict (docs/hardening.md), and afterwards wafer still serves (the wasm VM is
 //! alive, the dynamic module caught no panic): a benign request gets 200, wafer's transaction
 //! counter counted every request, and Envoy logged no failure of the module.
 

@@ -33,10 +33,8 @@ pub fn check(out: &Output, obs: &Observed) -> Result<(), String> {
         return if obs.status.is_none() { Ok(()) } else { Err("expected a transport error, got a response".into()) };
     }
     let Some(status) = obs.status else { return Err("transport error".into()) };
-    if let Some(want) = out.status {
-        if want != status {
-            return Err(format!("status {status}, expected {want}"));
-        }
+    if !out.status.is_empty() && !out.status.contains(&status) {
+        return Err(format!("status {status}, expected {}", out.status.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(" or ")));
     }
     if let Some(text) = &out.response_contains {
         if !String::from_utf8_lossy(&obs.response).contains(text.as_str()) {

@@ -1,5 +1,14 @@
 //! go-ftw test files: loading, and building the raw request of a stage
 //! exactly as go-ftw does (form encoding, multipart CRLF, standard headers).
+//!
+//! Two formats are read. The current one (CRS 4's own tests, most plugins): `rule_id` at the
+//! top (or under `meta`), tests with `test_id`, stages as `- input: / output:`, log checks
+//! under `output.log` (`expect_ids`, `no_expect_ids`, `match_regex`, `no_match_regex`). The
+//! old one (go-ftw before 1.0, e.g. the Drupal plugin's tests): no `rule_id`, tests named by
+//! `test_title` (`9506122-1`), stages as `- stage: { input:, output: }`, `status` as a list of
+//! accepted codes, and `log_contains` / `no_log_contains`, regular expressions over the log
+//! (read as `match_regex` / `no_match_regex`, as go-ftw 1.x converts them). A file without a
+//! rule id takes the number its first `test_title` or its file name starts with.
 
 use std::path::{Path, PathBuf};
 
@@ -8,17 +17,53 @@ use serde_yaml::Value;
 
 #[derive(Debug, Clone, Deserialize)]
 pub struct File {
-    pub rule_id: u64,
+    #[serde(default)]
+    pub rule_id: Option<u64>,
+    #[serde(default)]
+    pub meta: Meta,
     #[serde(default)]
     pub tests: Vec<TestDef>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Meta {
+    #[serde(default)]
+    pub rule_id: Option<u64>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
 pub struct TestDef {
     #[serde(default)]
     pub test_id: Option<u64>,
+    /// The old format's test name (`9506122-1`), used as the test's id.
     #[serde(default)]
-    pub stages: Vec<Stage>,
+    pub test_title: Option<String>,
+    #[serde(default)]
+    pub stages: Vec<StageDef>,
+}
+
+/// A stage as written: `- stage: { input:, output: }` (old format) or `- input: / output:`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum StageDef {
+    Old { stage: Stage },
+    Current(Stage),
+}
+
+impl StageDef {
+    fn into_stage(self) -> Stage {
+        let mut stage = match self {
+            StageDef::Old { stage } | StageDef::Current(stage) => stage,
+        };
+        let out = &mut stage.output;
+        if out.log.match_regex.is_none() {
+            out.log.match_regex = out.log_contains.take();
+        }
+        if out.log.no_match_regex.is_none() {
+            out.log.no_match_regex = out.no_log_contains.take();
+        }
+        stage
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -43,9 +88,18 @@ pub struct Input {
 
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct Output {
-    pub status: Option<u16>,
+    /// The accepted status codes: one (`status: 403`) or, in the old format, a list
+    /// (`status: [200, 404]`); empty: any.
+    #[serde(default, deserialize_with = "status_codes")]
+    pub status: Vec<u16>,
     #[serde(default)]
     pub log: Log,
+    /// Old format: a regular expression some log line must match (read as `log.match_regex`).
+    #[serde(default)]
+    pub log_contains: Option<String>,
+    /// Old format: a regular expression no log line may match (read as `log.no_match_regex`).
+    #[serde(default)]
+    pub no_log_contains: Option<String>,
     pub expect_error: Option<bool>,
     pub response_contains: Option<String>,
     pub retry_once: Option<bool>,
@@ -59,6 +113,20 @@ pub struct Log {
     pub no_expect_ids: Vec<u64>,
     pub match_regex: Option<String>,
     pub no_match_regex: Option<String>,
+}
+
+fn status_codes<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<u16>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Codes {
+        One(u16),
+        Many(Vec<u16>),
+    }
+    Ok(match Option::<Codes>::deserialize(d)? {
+        None => Vec::new(),
+        Some(Codes::One(c)) => vec![c],
+        Some(Codes::Many(v)) => v,
+    })
 }
 
 /// One test, ready to run.
@@ -95,11 +163,35 @@ pub fn load(dir: &Path) -> Result<Vec<Test>, String> {
         if text.lines().all(|l| l.trim().is_empty() || l.trim_start().starts_with('#') || l.trim() == "---") {
             continue; // a file of comments only (920539.yaml)
         }
-        let file: File = serde_yaml::from_str(&text).map_err(|e| format!("{}: {e}", f.display()))?;
-        for (i, t) in file.tests.into_iter().enumerate() {
-            let n = t.test_id.unwrap_or(i as u64 + 1);
-            tests.push(Test { id: format!("{}-{n}", file.rule_id), rule_id: file.rule_id, stages: t.stages });
-        }
+        tests.extend(parse(&text, &f)?);
+    }
+    Ok(tests)
+}
+
+/// The leading decimal number of `s` (`9506122-1` -> 9506122).
+fn leading_number(s: &str) -> Option<u64> {
+    let end = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    s.get(..end).and_then(|d| d.parse().ok())
+}
+
+/// The tests of one go-ftw file (either format); `path` names it in errors and gives the
+/// rule id when the file states none.
+pub fn parse(text: &str, path: &Path) -> Result<Vec<Test>, String> {
+    let file: File = serde_yaml::from_str(text).map_err(|e| format!("{}: {e}", path.display()))?;
+    let rule_id = file
+        .rule_id
+        .or(file.meta.rule_id)
+        .or_else(|| file.tests.iter().find_map(|t| t.test_title.as_deref().and_then(leading_number)))
+        .or_else(|| path.file_stem().and_then(|s| s.to_str()).and_then(leading_number))
+        .ok_or_else(|| format!("{}: no rule_id, and neither a test_title nor the file name starts with one", path.display()))?;
+    let mut tests = Vec::with_capacity(file.tests.len());
+    for (i, t) in file.tests.into_iter().enumerate() {
+        let id = match (t.test_id, t.test_title) {
+            (Some(n), _) => format!("{rule_id}-{n}"),
+            (None, Some(title)) if !title.trim().is_empty() => title.trim().to_string(),
+            (None, _) => format!("{rule_id}-{}", i + 1),
+        };
+        tests.push(Test { id, rule_id, stages: t.stages.into_iter().map(StageDef::into_stage).collect() });
     }
     Ok(tests)
 }
@@ -260,6 +352,87 @@ mod tests {
         assert!(raw.contains("Content-Length: 17\r\n"));
         let input = Input { method: Some("POST".into()), data: Some("a=%27".into()), ..Default::default() };
         assert!(String::from_utf8(raw_request(&input)).unwrap().ends_with("\r\n\r\na=%27"));
+    }
+
+    #[test]
+    fn the_current_format_is_read() {
+        let text = r#"
+rule_id: 942100
+tests:
+  - test_id: 3
+    stages:
+      - input:
+          method: POST
+          uri: /x
+          data: "a=1"
+        output:
+          status: 403
+          log:
+            expect_ids: [942100]
+            no_expect_ids: [942101]
+  - stages:
+      - input: {uri: /y}
+        output: {log: {match_regex: 'id "942100"'}}
+"#;
+        let tests = parse(text, Path::new("942100.yaml")).unwrap();
+        assert_eq!(tests.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(), ["942100-3", "942100-2"]);
+        let out = &tests[0].stages[0].output;
+        assert_eq!(out.status, [403]);
+        assert_eq!(out.log.expect_ids, [942100]);
+        assert_eq!(out.log.no_expect_ids, [942101]);
+        assert_eq!(tests[0].stages[0].input.uri.as_deref(), Some("/x"));
+        assert_eq!(tests[1].stages[0].output.log.match_regex.as_deref(), Some(r#"id "942100""#));
+        // meta.rule_id (the phpMyAdmin plugin's files).
+        let tests = parse("meta: {rule_id: 9513900}\ntests:\n  - test_id: 1\n    stages: [{input: {uri: /}}]\n", Path::new("x.yaml")).unwrap();
+        assert_eq!(tests[0].id, "9513900-1");
+    }
+
+    #[test]
+    fn the_old_format_is_read() {
+        // As the Drupal plugin's tests/regression/drupal-plugin/9506122.yaml writes it.
+        let text = r#"
+---
+meta:
+  author: "someone"
+  enabled: true
+  name: 9506122.yaml
+tests:
+  - test_title: 9506122-1
+    desc: Check exclusion for config
+    stages:
+      - stage:
+          input:
+            dest_addr: 127.0.0.1
+            headers:
+              Host: localhost
+            port: 80
+            method: GET
+            uri: /admin/config/test
+          output:
+            no_log_contains: id "942430"
+  - test_title: 9506122-2
+    stages:
+      - stage:
+          input: {uri: /a}
+          output:
+            status: [200, 404]
+            log_contains: id "942100"
+"#;
+        let tests = parse(text, Path::new("9506122.yaml")).unwrap();
+        assert_eq!(tests.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(), ["9506122-1", "9506122-2"]);
+        assert_eq!(tests[0].rule_id, 9506122);
+        let st = &tests[0].stages[0];
+        assert_eq!(st.input.uri.as_deref(), Some("/admin/config/test"));
+        assert_eq!(st.input.method.as_deref(), Some("GET"));
+        assert_eq!(st.output.log.no_match_regex.as_deref(), Some(r#"id "942430""#));
+        assert!(st.output.status.is_empty());
+        let st = &tests[1].stages[0];
+        assert_eq!(st.output.status, [200, 404]);
+        assert_eq!(st.output.log.match_regex.as_deref(), Some(r#"id "942100""#));
+        // No rule id anywhere: the file name's number.
+        let tests = parse("tests:\n  - stages:\n      - stage: {input: {uri: /}}\n", Path::new("dir/9506100.yaml")).unwrap();
+        assert_eq!(tests[0].id, "9506100-1");
+        assert!(parse("tests: []\n", Path::new("notes.yaml")).is_err());
     }
 
     #[test]

@@ -312,7 +312,7 @@ fn blocking(args: &Args) -> Result<bool, String> {
     let blocks_alone = |id: &u64| {
         info.get(id).is_some_and(|r| r.paranoia == Some(1) && r.severity.as_deref() == Some("CRITICAL") && matches!(r.phase, Some(1 | 2)))
     };
-    let simple = |t: &Test| t.stages.len() == 1 && t.stages[0].output.status.is_none() && t.stages[0].output.expect_error.is_none();
+    let simple = |t: &Test| t.stages.len() == 1 && t.stages[0].output.status.is_empty() && t.stages[0].output.expect_error.is_none();
     let selected = selected(args, &tests);
     let attacks: Vec<&Test> = selected.iter().copied().filter(|t| simple(t) && t.stages[0].output.log.expect_ids.iter().any(blocks_alone)).collect();
     let negatives: Vec<&Test> = selected
