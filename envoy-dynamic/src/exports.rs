@@ -97,9 +97,10 @@ struct Filter {
 /// Ids of streams, for the ids made for requests without `x-request-id`.
 static NEXT_STREAM: AtomicU64 = AtomicU64::new(1);
 
-/// The ABI version, and a panic hook that writes panics to Envoy's log.
+/// The allocator's options, the ABI version, and a panic hook that writes panics to Envoy's log.
 #[no_mangle]
 pub extern "C" fn envoy_dynamic_module_on_program_init() -> *const c_char {
+    crate::alloc::configure();
     let installed = catch_unwind(|| {
         std::panic::set_hook(Box::new(|info| native::log(Level::Critical, &format!("wafer: panic: {info}"))));
     });

@@ -31,5 +31,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic))]
 
 pub mod abi;
+mod alloc;
 mod exports;
 mod host;
+
