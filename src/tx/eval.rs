@@ -259,10 +259,11 @@ pub(crate) fn collect<'a>(t: &'a Transaction, target: &Target, rule: Option<&Rul
                 scalar(out, var, Cow::Borrowed(&r.body));
             }
         }
+        // Always there, as in ModSecurity v3: empty until a non-empty body was processed (so
+        // `@eq 0` holds in phase 1 and for a request without a body).
         Var::RequestBodyLength => {
-            if r.body_processed && !r.body.is_empty() {
-                scalar(out, var, Cow::Owned(r.body.len().to_string().into_bytes()));
-            }
+            let len = if r.body_processed && !r.body.is_empty() { Cow::Owned(r.body.len().to_string().into_bytes()) } else { Cow::Borrowed(&b""[..]) };
+            scalar(out, var, len);
         }
         Var::ReqbodyError => scalar(out, var, Cow::Borrowed(if r.reqbody_error { b"1" } else { b"0" })),
         Var::ReqbodyErrorMsg => scalar(out, var, Cow::Borrowed(&r.reqbody_error_msg)),
@@ -349,6 +350,16 @@ pub(crate) fn collect<'a>(t: &'a Transaction, target: &Target, rule: Option<&Rul
             }
         }
         Var::Xml => {
+            // `ctl:ruleRemoveTarget*=...;XML:/*` removes the target whose name is that one
+            // (ModSecurity v3 compares the full names: `XML` alone does not remove `XML:/*`).
+            let same = |a: &KeySel, b: &KeySel| match (a, b) {
+                (KeySel::All, KeySel::All) => true,
+                (KeySel::Key(x), KeySel::Key(y)) => x == y,
+                _ => false,
+            };
+            if rule.is_some_and(|rule| t.removed_targets.iter().any(|x| x.var == Var::Xml && same(&x.sel, &target.sel) && x.applies_to(rule))) {
+                return;
+            }
             let list = match &target.sel {
                 KeySel::Key(k) if k == "//@*" => &r.xml_attrs,
                 KeySel::Key(k) if k == "/*" => &r.xml_text,

@@ -1945,3 +1945,40 @@ fn a_response_body_past_the_memory_budget_is_inspected_in_part() {
     drop(tx);
     assert_eq!(budget::held(), base);
 }
+
+/// As libmodsecurity 3.0.15 (checked in process): `ctl:ruleRemoveTargetById=ID;XML:/*` removes
+/// the rule's `XML:/*` target, while `XML` alone or another XPath does not (full names compared);
+/// the Nextcloud plugin's exclusions rely on it.
+#[test]
+fn ctl_removes_an_xml_target_by_its_full_name() {
+    let rs = rules(r#"SecRuleEngine On
+SecRequestBodyAccess On
+SecRule REQUEST_HEADERS:Content-Type "text/xml" "id:100,phase:1,pass,nolog,ctl:requestBodyProcessor=XML"
+SecRule REQUEST_URI "@beginsWith /a" "id:1,phase:1,pass,nolog,ctl:ruleRemoveTargetById=2;XML:/*"
+SecRule REQUEST_URI "@beginsWith /b" "id:3,phase:1,pass,nolog,ctl:ruleRemoveTargetById=2;XML"
+SecRule REQUEST_URI "@beginsWith /e" "id:4,phase:1,pass,nolog,ctl:ruleRemoveTargetById=2;XML:/r"
+SecRule XML:/* "@contains evil" "id:2,phase:2,deny,status:403,log""#);
+    let xml = ("Content-Type", "text/xml");
+    assert_eq!(blocked_by(&rs, "POST", "/a", &[xml], b"<r>evil</r>"), None);
+    assert_eq!(blocked_by(&rs, "POST", "/b", &[xml], b"<r>evil</r>"), Some(2), "XML alone is another name");
+    assert_eq!(blocked_by(&rs, "POST", "/e", &[xml], b"<r>evil</r>"), Some(2), "another XPath");
+    assert_eq!(blocked_by(&rs, "POST", "/c", &[xml], b"<r>evil</r>"), Some(2));
+}
+
+/// As libmodsecurity 3.0.15: REQUEST_BODY_LENGTH is always there, empty until a non-empty body
+/// was processed (so `@eq 0` holds in phase 1, and in phase 2 without a body).
+#[test]
+fn request_body_length_is_empty_until_a_body_is_processed() {
+    let rs = rules(r#"SecRuleEngine On
+SecRequestBodyAccess On
+SecRule REQUEST_BODY_LENGTH "@rx ^$" "id:1,phase:1,pass,setvar:tx.p1_empty=1"
+SecRule REQUEST_BODY_LENGTH "@eq 0" "id:2,phase:1,pass,setvar:tx.p1_zero=1"
+SecRule &REQUEST_BODY_LENGTH "@eq 1" "id:3,phase:2,pass,setvar:tx.p2_one=1"
+SecRule REQUEST_BODY_LENGTH "@rx ^(\d*)$" "id:4,phase:2,pass,capture,setvar:tx.p2_len=x%{TX.1}"
+SecRule TX:p1_empty "@eq 1" "id:5,phase:2,chain,deny,status:403"
+SecRule TX:p1_zero "@eq 1" "chain"
+SecRule TX:p2_one "@eq 1" "chain"
+SecRule TX:p2_len "@streq x""#);
+    assert_eq!(blocked_by(&rs, "GET", "/", &[], b""), Some(5), "no body: empty in both phases");
+    assert_eq!(blocked_by(&rs, "POST", "/", &[FORM], b"a=1"), None, "a body: its length in phase 2");
+}
