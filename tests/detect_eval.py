@@ -84,7 +84,7 @@ def attacks(per_class, rng):
     # and libinjection's payloads are not drowned by the longer lists.
     for src in (by, crs):
         for cls, ps in sorted(src.items()):
-            ps = sorted(set(p for p in ps if p.strip()) - set(out[cls]))
+            ps = sorted(set(p for p in ps if attack_value(p)) - set(out[cls]))
             rng.shuffle(ps)
             out[cls] += ps[:per_class]
     return dict(sorted(out.items()))
@@ -207,9 +207,10 @@ def crs_rule_classes():
 
 
 def attack_value(v):
-    """A CRS test value that can carry an attack: not a bare word or the test's own `NNNNNN-N` key."""
+    """A value that can carry an attack: not a bare word (letters, digits, `_.-`: the attribute names
+    of the ldapi fuzz list, a CRS test's own `NNNNNN-N` key) and at least 3 characters (`(`, `*`)."""
     import re
-    return not re.fullmatch(r"[\w.-]*", v.strip())
+    return len(v.strip()) >= 3 and not re.fullmatch(r"[\w.-]*", v.strip())
 
 
 def request_values(inp):
