@@ -262,9 +262,12 @@ fn base64(v: &[u8]) -> Option<Vec<u8>> {
             return Some(d);
         }
     }
-    // Runs of at least 16 base64 characters inside the value.
-    let mut out = Vec::with_capacity(v.len());
-    let mut changed = false;
+    // Runs of at least 16 base64 characters inside the value. The output is built only from
+    // the first run that decodes (most values have none: they are not copied).
+    if v.len() < 16 {
+        return None;
+    }
+    let mut out: Option<Vec<u8>> = None;
     let mut i = 0;
     while i < v.len() {
         let rest = v.get(i..).unwrap_or_default();
@@ -272,7 +275,9 @@ fn base64(v: &[u8]) -> Option<Vec<u8>> {
         let pad = if body > 0 { rest.get(body..).unwrap_or_default().iter().take(2).take_while(|&&c| c == b'=').count() } else { 0 };
         let run = body + pad;
         if run == 0 {
-            out.extend_from_slice(v.get(i..=i).unwrap_or_default());
+            if let Some(o) = out.as_mut() {
+                o.extend_from_slice(v.get(i..=i).unwrap_or_default());
+            }
             i += 1;
             continue;
         }
@@ -280,14 +285,22 @@ fn base64(v: &[u8]) -> Option<Vec<u8>> {
         let mixed = s.iter().any(u8::is_ascii_digit) || s.iter().any(|c| matches!(c, b'+' | b'/' | b'=' | b'-' | b'_')) || (s.iter().any(u8::is_ascii_uppercase) && s.iter().any(u8::is_ascii_lowercase));
         match (run >= 16 && mixed).then(|| b64_decode(s)).flatten().filter(|d| decodes_to_text(d)) {
             Some(d) => {
-                out.extend_from_slice(&d);
-                changed = true;
+                let o = out.get_or_insert_with(|| {
+                    let mut o = Vec::with_capacity(v.len());
+                    o.extend_from_slice(v.get(..i).unwrap_or_default());
+                    o
+                });
+                o.extend_from_slice(&d);
             }
-            None => out.extend_from_slice(s),
+            None => {
+                if let Some(o) = out.as_mut() {
+                    o.extend_from_slice(s);
+                }
+            }
         }
         i += run;
     }
-    changed.then_some(out)
+    out
 }
 
 fn hex(v: &[u8]) -> Option<Vec<u8>> {
@@ -316,6 +329,8 @@ mod tests {
         assert_eq!(dc("Y2F0IC9ldGMvcGFzc3dk".replace('/', "_").as_str()), "cat /etc/passwd");
         assert_eq!(dc("636174202f6574632f706173737764"), "cat /etc/passwd");
         assert_eq!(dc("x=Li4vLi4vLi4vZXRjL3Bhc3N3ZA=="), "x=../../../etc/passwd");
+        // A run in the middle: the text before and after it is kept.
+        assert_eq!(dc("a=1&t=Y2F0IC9ldGMvcGFzc3dk&z (end)"), "a=1&t=cat /etc/passwd&z (end)");
         // Nested: base64 of a URL-encoded payload.
         assert_eq!(dc("JTNCaWQlM0IlMjB1bmFtZQ=="), "%3Bid%3B%20uname".replace("%3B", ";").replace("%20", " "));
     }
