@@ -163,20 +163,32 @@ fn tokenize(v: &[u8]) -> Vec<Tok> {
     toks
 }
 
+/// Whether `name` is one of [`PROGRAMS`] (a set built once: the word is looked up for every
+/// word in command position).
+fn is_program(name: &str) -> bool {
+    static SET: std::sync::OnceLock<std::collections::HashSet<&'static str>> = std::sync::OnceLock::new();
+    SET.get_or_init(|| PROGRAMS.iter().copied().collect()).contains(name)
+}
+
 /// The program a word names (`/usr/bin/id` -> `id`, `ID.EXE` -> `id.exe`), when known.
 fn program(word: &str) -> Option<(String, bool)> {
+    // The base name first: no program's is longer than 16 bytes, so long words (tokens, ids)
+    // are not copied.
+    let base = word.rsplit(['/', '\\']).next().unwrap_or(word);
+    if base.is_empty() || base.len() > 16 {
+        return None;
+    }
+    let base = base.to_ascii_lowercase();
+    let name = base.strip_suffix(".exe").unwrap_or(&base);
+    if !is_program(name) && !is_program(&base) {
+        return None;
+    }
     let lower = word.to_ascii_lowercase();
     let absolute = lower.starts_with('/') || lower.get(1..3) == Some(":\\");
-    let base = lower.rsplit(['/', '\\']).next().unwrap_or(&lower).to_string();
-    let name = base.strip_suffix(".exe").unwrap_or(&base);
-    if PROGRAMS.contains(&name) || PROGRAMS.contains(&base.as_str()) {
-        if absolute && !(lower.contains("bin/") || lower.contains("system32")) {
-            return None;
-        }
-        Some((name.to_string(), absolute))
-    } else {
-        None
+    if absolute && !(lower.contains("bin/") || lower.contains("system32")) {
+        return None;
     }
+    Some((name.to_string(), absolute))
 }
 
 /// Whether a word reads as a shell argument rather than as English.
