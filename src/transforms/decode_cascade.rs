@@ -238,12 +238,23 @@ fn b64_decode(s: &[u8]) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(body.len() * 3 / 4);
     let mut acc = 0u32;
     let mut bits = 0;
+    // Control bytes are never text: once more than 5% of the output are, `decodes_to_text`
+    // cannot hold, and decoding stops (random tokens reach that early).
+    let budget = body.len() * 3 / 4 / 20;
+    let mut control = 0usize;
     for &c in body {
         acc = (acc << 6) | b64val(c)?;
         bits += 6;
         if bits >= 8 {
             bits -= 8;
-            out.push((acc >> bits) as u8);
+            let b = (acc >> bits) as u8;
+            if b == 0x7f || (b < 0x20 && !matches!(b, b'\t' | b'\r' | b'\n')) {
+                control += 1;
+                if control > budget {
+                    return None;
+                }
+            }
+            out.push(b);
         }
     }
     Some(out)
@@ -282,8 +293,8 @@ fn base64(v: &[u8]) -> Option<Vec<u8>> {
             continue;
         }
         let s = v.get(i..i + run).unwrap_or_default();
-        let mixed = s.iter().any(u8::is_ascii_digit) || s.iter().any(|c| matches!(c, b'+' | b'/' | b'=' | b'-' | b'_')) || (s.iter().any(u8::is_ascii_uppercase) && s.iter().any(u8::is_ascii_lowercase));
-        match (run >= 16 && mixed).then(|| b64_decode(s)).flatten().filter(|d| decodes_to_text(d)) {
+        let mixed = |s: &[u8]| s.iter().any(u8::is_ascii_digit) || s.iter().any(|c| matches!(c, b'+' | b'/' | b'=' | b'-' | b'_')) || (s.iter().any(u8::is_ascii_uppercase) && s.iter().any(u8::is_ascii_lowercase));
+        match (run >= 16 && mixed(s)).then(|| b64_decode(s)).flatten().filter(|d| decodes_to_text(d)) {
             Some(d) => {
                 let o = out.get_or_insert_with(|| {
                     let mut o = Vec::with_capacity(v.len());
