@@ -273,8 +273,9 @@ crs-verify:
 	scripts/crs-fetch.sh --verify $(CRS_DIR)
 
 # What @wafer-detect adds to the CRS (docs/detection.md): the development corpora of
-# ../shared/detection in every placement and encoding, and benign corpora (HttpParamsDataset
-# norm values, bench/realistic.py's traffic, free text, JSON APIs, code snippets), through the
+# ../shared/detection, the CRS regression tests and libinjection's test-sqli vectors in every
+# placement and encoding (tuning and check halves), and benign corpora (HttpParamsDataset norm
+# values, the CRS negative tests, bench/realistic.py's traffic, free text, JSON APIs, code snippets), through the
 # native engine with CRS PL1, CRS PL1 + @wafer-detect and CRS PL2 (~1 min). Prints the tables;
 # exits 1 when a bar of issue 55 is not met.
 .PHONY: detect-eval

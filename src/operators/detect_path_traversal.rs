@@ -109,10 +109,19 @@ fn normalize_once(v: &[u8]) -> String {
         out.push(if b == b'\\' { b'/' } else { b });
         i += 1;
     }
-    let s = String::from_utf8_lossy(&out).to_ascii_lowercase();
-    // Hex spellings and the Unicode look-alikes of `.` and `/` that decoders fold.
-    let s = s.replace("0x2e", ".").replace("0x2f", "/").replace("0x5c", "/").replace(['\u{ff0e}', '\u{2024}'], ".").replace(['\u{2215}', '\u{2216}', '\u{ff0f}', '\u{ff3c}'], "/");
-    s.replace("..;/", "../").replace("....//", "../").replace("...//", "../")
+    let mut s = String::from_utf8_lossy(&out).to_ascii_lowercase();
+    // Hex spellings and the Unicode look-alikes of `.` and `/` that decoders fold; each
+    // replacement only when the value holds what it replaces (most values hold none).
+    if s.contains("0x") {
+        s = s.replace("0x2e", ".").replace("0x2f", "/").replace("0x5c", "/");
+    }
+    if !s.is_ascii() {
+        s = s.replace(['\u{ff0e}', '\u{2024}'], ".").replace(['\u{2215}', '\u{2216}', '\u{ff0f}', '\u{ff3c}'], "/");
+    }
+    if s.contains("..") {
+        s = s.replace("..;/", "../").replace("....//", "../").replace("...//", "../");
+    }
+    s
 }
 
 fn sensitive(s: &str) -> bool {
@@ -154,16 +163,20 @@ pub fn detect_path_traversal(value: &[u8]) -> Option<&'static str> {
             _ => depth += 1,
         }
     }
-    let sens = sensitive(&s);
+    // Computed once, and only when a branch needs it.
+    let sens_cell = std::cell::OnceCell::new();
+    let sens = || *sens_cell.get_or_init(|| sensitive(&s));
     // Separators of any kind before a strong target (`..%c0%9vwindows%c0%9vsystem32`).
-    let sk = skeleton(&s);
-    let sk = if sk.starts_with('/') { sk } else { format!("/{sk}") };
     let junk = s.contains("..") || s.contains('%') || s.contains("0x2e") || s.contains('\u{fffd}') || s.starts_with('/') || s.starts_with('.');
-    if junk && STRONG.iter().any(|t| sk.contains(t)) {
-        return Some("sensitive-file");
+    if junk {
+        let sk = skeleton(&s);
+        let sk = if sk.starts_with('/') { sk } else { format!("/{sk}") };
+        if STRONG.iter().any(|t| sk.contains(t)) {
+            return Some("sensitive-file");
+        }
     }
     let config_like = s.ends_with(".conf") || s.ends_with(".log") || s.ends_with(".ini") || s.ends_with(".xml");
-    if escapes >= 2 || dotdots >= 3 || (escapes >= 1 && (sens || config_like)) {
+    if escapes >= 2 || dotdots >= 3 || (escapes >= 1 && (config_like || sens())) {
         return Some("traversal");
     }
     // Absolute paths to system files.
@@ -174,10 +187,10 @@ pub fn detect_path_traversal(value: &[u8]) -> Option<&'static str> {
         let mut segs = body.split('/').filter(|x| !x.is_empty());
         let first = segs.next().unwrap_or_default();
         let more = segs.count();
-        if sens && more >= 1 {
+        if more >= 1 && sens() {
             return Some("sensitive-file");
         }
-        if SYSTEM_ROOTS.contains(&first) && more >= 1 && !abs.contains(' ') && (first != "home" || body.contains("/.")) && (first != "var" || !body.starts_with("var/www/html/") || sens) {
+        if SYSTEM_ROOTS.contains(&first) && more >= 1 && !abs.contains(' ') && (first != "home" || body.contains("/.")) && (first != "var" || !body.starts_with("var/www/html/") || sens()) {
             // `/usr/...` in a URL path of a web app is rare; an absolute system path in a
             // parameter is an inclusion.
             if body.split('/').next_back().is_some_and(|l| l.contains('.') || l.len() > 1) {
@@ -185,7 +198,7 @@ pub fn detect_path_traversal(value: &[u8]) -> Option<&'static str> {
             }
         }
     }
-    if sens && (s.starts_with("etc/passwd") || s.starts_with("etc/shadow") || s.starts_with("proc/self") || s.starts_with("windows/")) {
+    if (s.starts_with("etc/passwd") || s.starts_with("etc/shadow") || s.starts_with("proc/self") || s.starts_with("windows/")) && sens() {
         return Some("sensitive-file");
     }
     None

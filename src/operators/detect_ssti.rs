@@ -9,7 +9,7 @@
 //! with a string, or a name of the template runtime (`config`, `self`, `request`, `T(`).
 //! A bare name (`{{name}}`, `${user.name}`) is a placeholder, not an injection.
 
-const RUNTIME: &[&str] = &["config", "self", "_self", "request", "settings", "app", "env", "lipsum", "cycler", "joiner", "namespace", "url_for", "get_flashed_messages", "range", "class", "getclass", "runtime", "process", "system", "exec", "freemarker", "velocity", "product", "object", "java", "dump", "include", "import", "application", "session", "global", "constructor", "__proto__", "require", "this", "tojson", "g", "cookies", "os", "popen", "subprocess", "getruntime", "forname", "newinstance", "new"];
+const RUNTIME: &[&str] = &["config", "self", "_self", "request", "settings", "app", "env", "lipsum", "cycler", "joiner", "namespace", "url_for", "get_flashed_messages", "range", "class", "getclass", "runtime", "process", "system", "exec", "freemarker", "velocity", "product", "object", "java", "dump", "include", "import", "application", "session", "global", "constructor", "__proto__", "require", "this", "tojson", "g", "cookies", "os", "popen", "subprocess", "getruntime", "forname", "newinstance", "new", "smarty"];
 
 const OPENERS: &[(&str, &str)] = &[("{{", "}}"), ("{%", "%}"), ("${", "}"), ("#{", "}"), ("*{", "}"), ("@{", "}"), ("@(", ")"), ("<%=", "%>"), ("<%", "%>"), ("[[", "]]"), ("{=", "=}"), ("#set(", ")"), ("#foreach(", ")"), ("{#", "#}"), ("<#", ">"), ("{php}", "{/php}"), ("{$", "}")];
 
@@ -101,6 +101,18 @@ pub fn detect_ssti(value: &[u8]) -> Option<&'static str> {
             if open.starts_with('#') && open.ends_with('(') || open == "{php}" {
                 return Some(open);
             }
+            // A Jinja / Twig statement with its end tag (`{% if x %}...{% endif %}`), or an
+            // assignment (`{% set x = ... %}`): a template's control flow, no text's.
+            if open == "{%" {
+                let stmt = inner.trim().to_ascii_lowercase();
+                let kw: String = stmt.chars().take_while(char::is_ascii_alphabetic).collect();
+                let closed = s.get(start..).is_some_and(|r| r.to_ascii_lowercase().replace(' ', "").contains(&format!("{{%end{kw}")));
+                if matches!(kw.as_str(), "if" | "for" | "macro" | "block" | "with" | "filter" | "call" | "raw" | "autoescape") && closed && stmt.len() > kw.len()
+                    || kw == "set" && stmt.contains('=')
+                {
+                    return Some(open);
+                }
+            }
             if open == "<#" {
                 if ["assign", "list", "if", "import", "include", "function", "macro"].iter().any(|k| inner.starts_with(k)) {
                     return Some(open);
@@ -120,14 +132,14 @@ mod tests {
 
     #[test]
     fn expressions_in_delimiters() {
-        for s in ["{{7*7}}", "${7*7}", "#{7*7}", "<%= 7 * 7 %>", "{{7*'7'}}", "${{7*7}}", "*{7*7}", "@(1+2)", "[[5*5]]", "{{config.items()}}", "{{''.__class__.__mro__}}", "{{dump(app)}}", "{{app.request.server.all|join(',')}}", "${T(java.lang.Runtime).getRuntime().exec('id')}", "{% import os %}{{os.system('id')}}", "#set($x=1)", "<#assign ex=\"freemarker.template.utility.Execute\"?new()>", "{{self}}", "{{request.application}}", "#{ 7 * 7 }"] {
+        for s in ["{{7*7}}", "${7*7}", "#{7*7}", "<%= 7 * 7 %>", "{{7*'7'}}", "${{7*7}}", "*{7*7}", "@(1+2)", "[[5*5]]", "{{config.items()}}", "{{''.__class__.__mro__}}", "{{dump(app)}}", "{{app.request.server.all|join(',')}}", "${T(java.lang.Runtime).getRuntime().exec('id')}", "{% import os %}{{os.system('id')}}", "#set($x=1)", "{% if True %}49{% endif %}", "{%for x in range(3)%}{{x}}{%endfor%}", "{% set x = 7 %}", "{$smarty.version}", "<#assign ex=\"freemarker.template.utility.Execute\"?new()>", "{{self}}", "{{request.application}}", "#{ 7 * 7 }"] {
             assert!(d(s.as_bytes()).is_some(), "{s}");
         }
     }
 
     #[test]
     fn placeholders_and_text_pass() {
-        for s in ["{{name}}", "Hello {{ user.name }}", "${HOME}", "price ${price}", "#{id}", "a {b} c", "{{#each items}}", "5*5=25", "{ \"a\": 1 }", "#set the table", "<% if x %>", "[[link]]", "email@(company).com"] {
+        for s in ["{{name}}", "Hello {{ user.name }}", "${HOME}", "price ${price}", "#{id}", "a {b} c", "{{#each items}}", "5*5=25", "{ \"a\": 1 }", "#set the table", "<% if x %>", "[[link]]", "email@(company).com", "{% if x %}", "100{% off", "{% endif %}", "{$price}", "{% set %}"] {
             assert!(d(s.as_bytes()).is_none(), "{s}");
         }
     }

@@ -149,8 +149,31 @@ impl Detector {
         Self::NAMES.iter().find(|(_, _, d)| *d == self).map_or("Detect", |&(_, n, _)| n)
     }
 
+    /// Whether `value` holds a byte without which the detector's grammar cannot match: a
+    /// byte-class prefilter, so that the values of ordinary traffic (tokens, words, numbers)
+    /// are not tokenized at all. Each set is what the detector's own grammar requires
+    /// (`detect_*.rs`); `@detectCmdi` has its own check (a value without shell syntax can
+    /// only be a program at its start).
+    fn may_match(self, value: &[u8]) -> bool {
+        let any = |f: fn(u8) -> bool| value.iter().any(|&b| f(b));
+        match self {
+            Detector::Cmdi | Detector::Crlf => true,
+            // Dot-segments, separators, encodings, wrappers (`php:`), look-alikes (non-ASCII), `0x2e`.
+            Detector::PathTraversal => any(|b| matches!(b, b'/' | b'\\' | b'%' | b'.' | b':' | b'0') || b >= 0x80),
+            // The first bytes of the template delimiters.
+            Detector::Ssti => any(|b| matches!(b, b'{' | b'$' | b'#' | b'*' | b'@' | b'<' | b'[')),
+            Detector::Ssi | Detector::Xxe => value.contains(&b'<'),
+            Detector::Ldapi => any(|b| matches!(b, b'(' | b')')),
+            // Operators (`$ne`), `this.`/`db.`, `||`, quotes.
+            Detector::Nosqli => any(|b| matches!(b, b'$' | b'.' | b'|' | b'\'' | b'"')),
+        }
+    }
+
     /// What the detector found in `value` (`TX:0` with `capture`), or `None`.
     pub fn find(self, value: &[u8]) -> Option<String> {
+        if !self.may_match(value) {
+            return None;
+        }
         match self {
             Detector::Cmdi => detect_cmdi::detect_cmdi(value),
             Detector::PathTraversal => detect_path_traversal::detect_path_traversal(value).map(String::from),
@@ -525,5 +548,44 @@ mod tests {
     #[test]
     fn unknown_operator_is_an_error() {
         assert!(Operator::compile("rxx", "a", &|_| None).unwrap_err().contains("@rxx"));
+    }
+}
+
+
+#[cfg(test)]
+mod detector_prefilter_tests {
+    use super::Detector;
+
+    /// The prefilter never changes a verdict: `find` answers as the detector itself does.
+    #[test]
+    fn prefilter_keeps_every_verdict() {
+        let values = [
+            ";id", "whoami", "sleep 10", "for %i in (*) do x", "hello world", "plain", "12345", "../../etc/passwd", "etc/passwd",
+            "php://filter", "C:\\boot.ini", "%2e%2e%2f", "{{7*7}}", "${7*7}", "#{7*7}", "<%= 7*7 %>", "[[${7*7}]]", "name",
+            "<!--#exec cmd=\"id\"-->", "<!DOCTYPE x [<!ENTITY a SYSTEM \"file:///etc/passwd\">]>", "*)(uid=*))(|(uid=*", "(&(a=*))",
+            "user[$ne]", "{\"$gt\": \"\"}", "' || '1'=='1", "this.password.match(/.*/)", "db.x.find()", "a\r\nSet-Cookie: x=1",
+            "Tom & Jerry", "price 5 EUR", "Mozilla/5.0 (X11; Linux x86_64)", "text/html,application/xhtml+xml",
+        ];
+        let raw = |d: Detector, v: &[u8]| -> Option<String> {
+            match d {
+                Detector::Cmdi => super::detect_cmdi::detect_cmdi(v),
+                Detector::PathTraversal => super::detect_path_traversal::detect_path_traversal(v).map(String::from),
+                Detector::Ssti => super::detect_ssti::detect_ssti(v).map(String::from),
+                Detector::Ssi => super::detect_ssi::detect_ssi(v).map(String::from),
+                Detector::Ldapi => super::detect_ldapi::detect_ldapi(v).map(String::from),
+                Detector::Nosqli => super::detect_nosqli::detect_nosqli(v).map(String::from),
+                Detector::Xxe => super::detect_xxe::detect_xxe(v).map(String::from),
+                Detector::Crlf => super::detect_crlf::detect_crlf(v).map(String::from),
+            }
+        };
+        let mut hits = 0;
+        for &(_, _, d) in Detector::NAMES {
+            for v in values {
+                let found = d.find(v.as_bytes());
+                assert_eq!(found, raw(d, v.as_bytes()), "{d:?} {v}");
+                hits += usize::from(found.is_some());
+            }
+        }
+        assert!(hits >= 15, "{hits}");
     }
 }

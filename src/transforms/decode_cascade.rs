@@ -238,12 +238,23 @@ fn b64_decode(s: &[u8]) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(body.len() * 3 / 4);
     let mut acc = 0u32;
     let mut bits = 0;
+    // Control bytes are never text: once more than 5% of the output are, `decodes_to_text`
+    // cannot hold, and decoding stops (random tokens reach that early).
+    let budget = body.len() * 3 / 4 / 20;
+    let mut control = 0usize;
     for &c in body {
         acc = (acc << 6) | b64val(c)?;
         bits += 6;
         if bits >= 8 {
             bits -= 8;
-            out.push((acc >> bits) as u8);
+            let b = (acc >> bits) as u8;
+            if b == 0x7f || (b < 0x20 && !matches!(b, b'\t' | b'\r' | b'\n')) {
+                control += 1;
+                if control > budget {
+                    return None;
+                }
+            }
+            out.push(b);
         }
     }
     Some(out)
@@ -262,9 +273,12 @@ fn base64(v: &[u8]) -> Option<Vec<u8>> {
             return Some(d);
         }
     }
-    // Runs of at least 16 base64 characters inside the value.
-    let mut out = Vec::with_capacity(v.len());
-    let mut changed = false;
+    // Runs of at least 16 base64 characters inside the value. The output is built only from
+    // the first run that decodes (most values have none: they are not copied).
+    if v.len() < 16 {
+        return None;
+    }
+    let mut out: Option<Vec<u8>> = None;
     let mut i = 0;
     while i < v.len() {
         let rest = v.get(i..).unwrap_or_default();
@@ -272,22 +286,32 @@ fn base64(v: &[u8]) -> Option<Vec<u8>> {
         let pad = if body > 0 { rest.get(body..).unwrap_or_default().iter().take(2).take_while(|&&c| c == b'=').count() } else { 0 };
         let run = body + pad;
         if run == 0 {
-            out.extend_from_slice(v.get(i..=i).unwrap_or_default());
+            if let Some(o) = out.as_mut() {
+                o.extend_from_slice(v.get(i..=i).unwrap_or_default());
+            }
             i += 1;
             continue;
         }
         let s = v.get(i..i + run).unwrap_or_default();
-        let mixed = s.iter().any(u8::is_ascii_digit) || s.iter().any(|c| matches!(c, b'+' | b'/' | b'=' | b'-' | b'_')) || (s.iter().any(u8::is_ascii_uppercase) && s.iter().any(u8::is_ascii_lowercase));
-        match (run >= 16 && mixed).then(|| b64_decode(s)).flatten().filter(|d| decodes_to_text(d)) {
+        let mixed = |s: &[u8]| s.iter().any(u8::is_ascii_digit) || s.iter().any(|c| matches!(c, b'+' | b'/' | b'=' | b'-' | b'_')) || (s.iter().any(u8::is_ascii_uppercase) && s.iter().any(u8::is_ascii_lowercase));
+        match (run >= 16 && mixed(s)).then(|| b64_decode(s)).flatten().filter(|d| decodes_to_text(d)) {
             Some(d) => {
-                out.extend_from_slice(&d);
-                changed = true;
+                let o = out.get_or_insert_with(|| {
+                    let mut o = Vec::with_capacity(v.len());
+                    o.extend_from_slice(v.get(..i).unwrap_or_default());
+                    o
+                });
+                o.extend_from_slice(&d);
             }
-            None => out.extend_from_slice(s),
+            None => {
+                if let Some(o) = out.as_mut() {
+                    o.extend_from_slice(s);
+                }
+            }
         }
         i += run;
     }
-    changed.then_some(out)
+    out
 }
 
 fn hex(v: &[u8]) -> Option<Vec<u8>> {
@@ -316,6 +340,8 @@ mod tests {
         assert_eq!(dc("Y2F0IC9ldGMvcGFzc3dk".replace('/', "_").as_str()), "cat /etc/passwd");
         assert_eq!(dc("636174202f6574632f706173737764"), "cat /etc/passwd");
         assert_eq!(dc("x=Li4vLi4vLi4vZXRjL3Bhc3N3ZA=="), "x=../../../etc/passwd");
+        // A run in the middle: the text before and after it is kept.
+        assert_eq!(dc("a=1&t=Y2F0IC9ldGMvcGFzc3dk&z (end)"), "a=1&t=cat /etc/passwd&z (end)");
         // Nested: base64 of a URL-encoded payload.
         assert_eq!(dc("JTNCaWQlM0IlMjB1bmFtZQ=="), "%3Bid%3B%20uname".replace("%3B", ";").replace("%20", " "));
     }

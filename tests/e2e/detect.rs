@@ -1,6 +1,6 @@
 //! `@wafer-detect` through Envoy (docs/detection.md): with the CRS PL1 it blocks attacks the
 //! CRS PL1 alone passes (a base64-wrapped command, server-side JavaScript for a NoSQL query in a JSON body, an XXE
-//! entity in an XML body, a mail header in a form field), benign requests still pass whole,
+//! entity in an XML body, a command in a URL path segment, a mail header in a form field), benign requests still pass whole,
 //! and in DetectionOnly it blocks nothing. The same requests pass with the CRS alone, so the
 //! blocks are the include's.
 
@@ -21,6 +21,7 @@ fn attacks() -> Vec<(&'static str, Request)> {
         ("base64 command in the query", Request::get("/search?q=Y2F0IC9ldGMvcGFzc3dk")),
         ("NoSQL JavaScript in JSON", Request::post("/api/login", "application/json", br#"{"user":"admin","password":"x' && this.password.match(/.*/)//"}"#.to_vec())),
         ("XXE in an XML body", Request::post("/api/soap", "text/xml", br#"<?xml version="1.0"?><!DOCTYPE r [<!ENTITY x SYSTEM "https://example.org/x">]><r>&x;</r>"#.to_vec())),
+        ("a command in a URL path segment", Request::get("/files/%3B%20pwd/view")),
         ("mail header in a form field", Request::post("/contact", "application/x-www-form-urlencoded", b"email=me%40example.com%0ABcc%3A+all%40example.org&msg=hi".to_vec())),
     ]
 }
@@ -28,6 +29,8 @@ fn attacks() -> Vec<(&'static str, Request)> {
 fn benign() -> Vec<Request> {
     vec![
         Request::get("/search?q=Tom+%26+Jerry&page=2"),
+        Request::get("/search?q=hello+world+(test)&sort=date"),
+        Request::get("/shop/cat/toys/id"),
         Request::post("/api/orders", "application/json", r#"{"sku":"A-12","qty":2,"note":"Bitte bis Freitag liefern (Tür hinten)."}"#.as_bytes().to_vec()),
         Request::post("/contact", "application/x-www-form-urlencoded", b"email=me%40example.com&msg=Dear+team%2C%0Athanks%21%0ANote%3A+see+below".to_vec()),
     ]
