@@ -149,9 +149,8 @@ CRS_REGRESSION = WAFER_ENVOY=$(abspath $(ENVOY)) WAFER_WASM=$(abspath $(WASM)) W
 	  $(CARGO) run -q -p wafer-tests --bin crs-regression -j $(JOBS) --
 
 # The embedded CRS plugins' own go-ftw tests, each plugin enabled in its own Envoy (~10 s a build).
-# nextcloud-rule-exclusions is left out: 9 of its 350 tests fail in both builds (engine, not Envoy).
 CRS_PLUGIN_TESTS ?= --plugin wordpress-rule-exclusions --plugin drupal-rule-exclusions \
-	--plugin phpmyadmin-rule-exclusions --plugin auto-decoding
+	--plugin phpmyadmin-rule-exclusions --plugin nextcloud-rule-exclusions --plugin auto-decoding
 
 crs-test: tools wasm native
 	$(CRS_REGRESSION) --build wasm
