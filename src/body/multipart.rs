@@ -19,17 +19,24 @@
 //!   (v3's "permissive" value; `@eq 1` means a real unmatched boundary).
 //! * A part is a file when its Content-Disposition has a non-empty `filename`;
 //!   `filename=""` makes it an ordinary field, as in v3.
+//! * Part header names with bytes outside 0x21..=0x7E are a part header error
+//!   (`Multipart: Invalid part header (contains invalid character).`).
 //! * Error texts, prefixed with `Multipart parsing error: ` as v3's
 //!   transaction does.
 //!
+//! * Part header errors and a missing final boundary are reported (REQBODY_ERROR)
+//!   without v3's `m_flag_error`, so without MULTIPART_STRICT_ERROR, and parsing
+//!   goes on after a part header error; our boundary where a part's headers or
+//!   data should begin is read as a header / data line and sets
+//!   MULTIPART_INVALID_PART; a `'` only counts as invalid quoting outside double
+//!   quotes; a parameter after the boundary is tolerated (all as 3.0.15).
+//!
 //! Deliberate differences (all stricter or more informative):
-//! * The first error stops parsing; parts completed before it stay in the
-//!   result (v3 reports the error and, in most cases, no arguments at all).
+//! * An error of a boundary line or wafer's bounds stops parsing; parts completed
+//!   before it stay in the result (v3 reports the error and, in most cases, no
+//!   arguments at all).
 //! * A duplicate part header is an error (`Multipart: Duplicate part header`,
 //!   as ModSecurity v2; v3 silently drops the second header).
-//! * Part header names with bytes outside 0x21..=0x7E are an error
-//!   (`Multipart: Invalid part header (contains invalid character).`, newer
-//!   v2/v3 releases; CRS 922130 tests accept that message).
 //! * An empty boundary (`boundary=` / `boundary=""`) is an error; v3 silently
 //!   skips the body.
 //! * An unterminated quoted Content-Disposition parameter is error -7 (v3
@@ -182,6 +189,9 @@ pub fn parse(content_type: &[u8], body: &[u8], opts: &MultipartOptions) -> Multi
         complete: false,
         nfiles: 0,
         header_lines: 0,
+        data_read: false,
+        crlf_state: 0,
+        crlf_state_buf_end: 0,
     };
     if let Err(msg) = p.init(content_type) {
         p.res.flags.error = true;
@@ -242,6 +252,32 @@ struct Parser {
     nfiles: usize,
     /// Part header lines seen in the whole body.
     header_lines: usize,
+    /// `m_mpp_substate_part_data_read`: a data line of the current part was read (a line
+    /// matching the boundary before that is data, and flags MULTIPART_INVALID_PART).
+    data_read: bool,
+    /// `m_crlf_state`: 0, 1 (last byte `\r`), 2 (line ended with a bare LF), 3 (with CRLF).
+    crlf_state: u8,
+    /// `m_crlf_state_buf_end`: `crlf_state` when the previous line was complete.
+    crlf_state_buf_end: u8,
+}
+
+/// A part header error: v3 records the message (REQBODY_ERROR) and goes on parsing, without
+/// its `m_flag_error` (so without MULTIPART_STRICT_ERROR); wafer's own bounds stop parsing.
+enum HeaderError {
+    Soft(String),
+    Hard(String),
+}
+
+impl From<&str> for HeaderError {
+    fn from(s: &str) -> Self {
+        HeaderError::Soft(s.to_string())
+    }
+}
+
+impl From<String> for HeaderError {
+    fn from(s: String) -> Self {
+        HeaderError::Soft(s)
+    }
 }
 
 /// C `isspace` in the "C" locale.
@@ -418,6 +454,11 @@ impl Parser {
         if count_boundary_params(boundary) != 0 {
             return Err("Multipart: Invalid boundary in C-T (content).".into());
         }
+        // v3 tolerates a parameter after the boundary (`boundary=x; charset=utf-8`).
+        let boundary = match boundary.iter().position(|&c| c == b';') {
+            Some(semi) if !boundary_characters_valid(boundary) => boundary.get(..semi).unwrap_or(&[]),
+            _ => boundary,
+        };
         if !boundary_characters_valid(boundary) {
             return Err("Multipart: Invalid boundary in C-T (characters).".into());
         }
@@ -460,6 +501,7 @@ impl Parser {
             let full = chunk.len() == BUF_SIZE;
             self.process_chunk(chunk, contains_line, full || held_cr)?;
             contains_line = !held_cr && chunk.last() == Some(&b'\n');
+            self.track_line_ending(chunk, held_cr);
             if self.complete {
                 if pos < body.len() {
                     self.res.flags.data_after = true;
@@ -470,13 +512,50 @@ impl Parser {
         self.finish(None)
     }
 
-    /// `multipart_complete` for a body that was not empty.
+    /// v3's `m_crlf_state` / `m_crlf_state_buf_end` after a line (`chunk`) was processed:
+    /// `crlf_state_buf_end` is 2 when that line ended with a bare LF. With `held_cr` the
+    /// `\r` that ended the chunk is the next chunk's first byte.
+    fn track_line_ending(&mut self, chunk: &[u8], held_cr: bool) {
+        // The state after a run of bytes without '\n': 1 after '\r', else 0.
+        let after = |prev: u8, run: &[u8]| match run.last() {
+            Some(b'\r') => 1,
+            Some(_) => 0,
+            None => prev,
+        };
+        let (last, init) = match chunk.split_last() {
+            Some((&l, init)) => (l, init),
+            None => return,
+        };
+        if held_cr {
+            self.crlf_state_buf_end = after(self.crlf_state, chunk);
+            self.crlf_state = 1;
+        } else if last == b'\n' {
+            let s = if after(self.crlf_state, init) == 1 { 3 } else { 2 };
+            self.crlf_state = s;
+            self.crlf_state_buf_end = s;
+        } else {
+            let s = after(self.crlf_state, init);
+            self.crlf_state_buf_end = s;
+            self.crlf_state = after(s, &[last]);
+        }
+    }
+
+    /// A part header error: recorded (the first one is REQBODY_ERROR_MSG), parsing goes on.
+    fn soft_error(&mut self, msg: String) {
+        if self.res.error.is_none() {
+            self.res.error = Some(format!("{PREFIX}{msg}"));
+        }
+    }
+
+    /// `multipart_complete` for a body that was not empty. Its errors do not set
+    /// v3's `m_flag_error` (no MULTIPART_STRICT_ERROR from them).
     fn finish(&mut self, tail: Option<(&[u8], bool)>) -> Result<(), String> {
         if self.complete {
             return Ok(());
         }
         if self.boundary_count == 0 {
-            return Err("Multipart: No boundaries found in payload.".into());
+            self.soft_error("Multipart: No boundaries found in payload.".into());
+            return Ok(());
         }
         if let Some((t, true)) = tail {
             let n = self.boundary.len();
@@ -485,12 +564,20 @@ impl Parser {
                 && t.get(2..2 + n) == Some(self.boundary.as_slice())
                 && t.ends_with(b"--")
             {
+                if self.crlf_state_buf_end == 2 {
+                    self.res.flags.lf_line = true;
+                }
+                if !self.data_read {
+                    // The final boundary where the part's data should begin.
+                    self.res.flags.invalid_part = true;
+                }
                 self.process_boundary(true);
                 self.complete = true;
                 return Ok(());
             }
         }
-        Err("Multipart: Final boundary missing.".into())
+        self.soft_error("Multipart: Final boundary missing.".into());
+        Ok(())
     }
 
     fn process_chunk(
@@ -503,7 +590,16 @@ impl Parser {
         let n = self.boundary.len();
         let mut processed_as_boundary = false;
         if contains_line && line.len() > 3 && line.starts_with(b"--") {
-            if line.len() >= n + 2 && line.get(2..2 + n) == Some(self.boundary.as_slice()) {
+            let ours = line.len() >= n + 2 && line.get(2..2 + n) == Some(self.boundary.as_slice());
+            if ours && self.crlf_state_buf_end == 2 {
+                // The line before the boundary ended with a bare LF.
+                self.res.flags.lf_line = true;
+            }
+            if ours && !self.data_read && self.boundary_count > 0 {
+                // Our boundary where the part's headers or data should begin: v3 takes the
+                // line as a header or data line and flags the part as invalid.
+                self.res.flags.invalid_part = true;
+            } else if ours {
                 if self.boundary_count > 0 {
                     self.res.flags.unmatched_boundary = 2;
                 }
@@ -571,14 +667,21 @@ impl Parser {
                     "Multipart: Part header line over {BUF_SIZE} bytes long"
                 ));
             }
-            self.process_part_header(chunk)
+            match self.process_part_header(chunk) {
+                Ok(()) => Ok(()),
+                Err(HeaderError::Soft(msg)) => {
+                    self.soft_error(msg);
+                    Ok(())
+                }
+                Err(HeaderError::Hard(msg)) => Err(msg),
+            }
         } else {
             self.process_part_data(chunk);
             Ok(())
         }
     }
 
-    fn process_part_header(&mut self, chunk: &[u8]) -> Result<(), String> {
+    fn process_part_header(&mut self, chunk: &[u8]) -> Result<(), HeaderError> {
         if chunk.contains(&0) {
             return Err("Multipart: Nul byte in part headers.".into());
         }
@@ -608,7 +711,8 @@ impl Parser {
                 return Err(format!(
                     "Multipart: Invalid Content-Disposition header ({rc}): {}",
                     escape_for_msg(&cd)
-                ));
+                )
+                .into());
             }
             if part.name.is_empty() {
                 return Err("Multipart: Content-Disposition header missing name field.".into());
@@ -670,7 +774,8 @@ impl Parser {
             return Err(format!(
                 "Multipart: Invalid part header (colon missing): {}",
                 escape_for_msg(chomp(chunk))
-            ));
+            )
+            .into());
         };
         let name = chunk.get(..colon).unwrap_or(&[]);
         if name.is_empty() {
@@ -690,7 +795,8 @@ impl Parser {
             return Err(format!(
                 "Multipart: Duplicate part header: {}.",
                 escape_for_msg(name)
-            ));
+            )
+            .into());
         }
         part.header_index.insert(lower, part.headers.len());
         part.last_header = Some(part.headers.len());
@@ -701,12 +807,13 @@ impl Parser {
         self.header_lines = self.header_lines.saturating_add(1);
         let max = self.opts.max_parts.saturating_mul(MAX_HEADERS_PER_PART);
         if self.header_lines > max {
-            return Err(format!("Multipart: more than {max} part headers (SecArgumentsLimit x {MAX_HEADERS_PER_PART})."));
+            return Err(HeaderError::Hard(format!("Multipart: more than {max} part headers (SecArgumentsLimit x {MAX_HEADERS_PER_PART}).")));
         }
         Ok(())
     }
 
     fn process_part_data(&mut self, chunk: &[u8]) {
+        self.data_read = true;
         let Some(part) = self.part.as_mut() else {
             return;
         };
@@ -765,6 +872,7 @@ impl Parser {
         }
         self.reserve.clear();
         self.in_data = false;
+        self.data_read = false;
         if !last {
             self.part = Some(Part::default());
         }
@@ -829,6 +937,7 @@ fn parse_content_disposition(
         }
         let mut value = Vec::new();
         let q = at(p);
+        let double_quoted = q == b'"';
         if q == b'"' || q == b'\'' {
             if q == b'\'' {
                 flags.invalid_quoting = true;
@@ -868,7 +977,8 @@ fn parse_content_disposition(
 
         match pname {
             b"name" => {
-                if value.contains(&b'\'') {
+                // v3 validate_quotes: a `'` in a value not enclosed in double quotes.
+                if !double_quoted && value.contains(&b'\'') {
                     flags.invalid_quoting = true;
                 }
                 names.push(value.clone());
@@ -878,7 +988,7 @@ fn parse_content_disposition(
                 part.name = value;
             }
             b"filename" => {
-                if value.contains(&b'\'') {
+                if !double_quoted && value.contains(&b'\'') {
                     flags.invalid_quoting = true;
                 }
                 filenames.push(value.clone());
@@ -1235,10 +1345,6 @@ line2\n\
                 "Multipart: Invalid boundary in C-T (empty).",
             ),
             (
-                b"multipart/form-data; boundary=a; charset=utf-8",
-                "Multipart: Invalid boundary in C-T (characters).",
-            ),
-            (
                 b"multipart/form-data; boundary=a<b",
                 "Multipart: Invalid boundary in C-T (characters).",
             ),
@@ -1421,19 +1527,81 @@ line2\n\
 
     #[test]
     fn part_without_headers_is_invalid_part() {
+        // v3: the second boundary line, where the part's headers begin, is a header line
+        // (colon missing: REQBODY_ERROR) and flags the part as invalid.
         let body = crlf("--XyZ\n--XyZ\nContent-Disposition: form-data; name=\"a\"\n\nv\n--XyZ--\n");
         let r = go(CT, &body);
-        assert_eq!(r.error, None);
-        assert!(r.flags.invalid_part && r.flags.strict_error());
+        assert_eq!(
+            r.error.as_deref(),
+            Some("Multipart parsing error: Multipart: Invalid part header (colon missing): --XyZ")
+        );
+        assert!(r.flags.invalid_part && r.flags.strict_error() && !r.flags.error);
         assert_eq!(fields(&r), vec![f("a", "v")]);
     }
 
     #[test]
     fn invalid_quoting_flag_from_name_value() {
+        // A `'` inside double quotes is fine (ModSecurity PR #2661, in 3.0.15), unquoted or
+        // single-quoted it is invalid quoting.
         let body = crlf("--XyZ\nContent-Disposition: form-data; name=\"a'b\"\n\nv\n--XyZ--\n");
         let r = go(CT, &body);
         assert_eq!(r.error, None);
-        assert!(r.flags.invalid_quoting);
+        assert!(!r.flags.invalid_quoting && !r.flags.strict_error(), "{:?}", r.flags);
+        for cd in ["name=a'b", "name='ab'", "name=\"a\"; filename=x'y"] {
+            let body = crlf(&format!("--XyZ\nContent-Disposition: form-data; {cd}\n\nv\n--XyZ--\n"));
+            let r = go(CT, &body);
+            assert_eq!(r.error, None, "{cd}");
+            assert!(r.flags.invalid_quoting && r.flags.strict_error(), "{cd}");
+        }
+    }
+
+    /// The flags libmodsecurity 3.0.15 sets for these bodies (each checked in-process with
+    /// one `SecRule MULTIPART_x "!@eq 0"` rule per flag): `e` = m_flag_error (only errors of
+    /// the boundary lines and the Content-Type), `err` = REQBODY_ERROR.
+    #[test]
+    fn flags_as_libmodsecurity_3_0_15() {
+        type Check = fn(&MultipartFlags) -> bool;
+        let cases: &[(&str, &[u8], &str, bool, bool, Check)] = &[
+            // name, Content-Type, body (\n = CRLF unless "lf:"), strict, err, flag
+            ("ok", CT, "--XyZ\nContent-Disposition: form-data; name=\"a\"\n\n1\n--XyZ--\n", false, false, |f| f.unmatched_boundary == 2),
+            ("lf", CT, "lf:--XyZ\nContent-Disposition: form-data; name=\"a\"\n\n1\n--XyZ--\n", true, false, |f| f.lf_line),
+            ("quoted", b"multipart/form-data; boundary=\"XyZ\"", "--XyZ\nContent-Disposition: form-data; name=\"a\"\n\n1\n--XyZ--\n", true, false, |f| f.boundary_quoted),
+            ("whitespace", b"multipart/form-data; boundary =XyZ", "--XyZ\nContent-Disposition: form-data; name=\"a\"\n\n1\n--XyZ--\n", true, false, |f| f.boundary_whitespace),
+            ("semicolon", b"multipart/form-data boundary=XyZ", "--XyZ\nContent-Disposition: form-data; name=\"a\"\n\n1\n--XyZ--\n", true, false, |f| f.missing_semicolon),
+            ("charset after boundary", b"multipart/form-data; boundary=XyZ; charset=utf-8", "--XyZ\nContent-Disposition: form-data; name=\"a\"\n\n1\n--XyZ--\n", false, false, |f| !f.error),
+            ("data before", CT, "junk\n--XyZ\nContent-Disposition: form-data; name=\"a\"\n\n1\n--XyZ--\n", true, false, |f| f.data_before),
+            ("data after", CT, "--XyZ\nContent-Disposition: form-data; name=\"a\"\n\n1\n--XyZ--\njunk", true, false, |f| f.data_after),
+            ("folding", CT, "--XyZ\nContent-Disposition: form-data;\n name=\"a\"\n\n1\n--XyZ--\n", true, false, |f| f.header_folding && !f.invalid_header_folding),
+            ("invalid folding", CT, "--XyZ\nContent-Disposition: form-data;\n\x0bname=\"a\"\n\n1\n--XyZ--\n", true, false, |f| f.invalid_header_folding),
+            ("quote in double quotes", CT, "--XyZ\nContent-Disposition: form-data; name=\"a\"; filename=\"te'st.txt\"\n\n1\n--XyZ--\n", false, false, |f| !f.invalid_quoting),
+            ("single quotes", CT, "--XyZ\nContent-Disposition: form-data; name='a'\n\n1\n--XyZ--\n", true, false, |f| f.invalid_quoting),
+            // Part header errors: REQBODY_ERROR, parsing goes on, no m_flag_error.
+            ("bad header name", CT, "--XyZ\n\x0eContent-Disposition: form-data; name=\"a\"\nContent-Disposition: form-data; name=\"b\"\n\n1\n--XyZ--", false, true, |f| !f.error && !f.invalid_part),
+            ("colon missing", CT, "--XyZ\nfoo\nContent-Disposition: form-data; name=\"a\"\n\n1\n--XyZ--\n", false, true, |f| f.unmatched_boundary == 2),
+            ("nul in header", CT, "--XyZ\nContent-Disposition: form-data; name=\"a\"\nX: \0\n\n1\n--XyZ--\n", false, true, |f| !f.error),
+            ("missing final boundary", CT, "--XyZ\nContent-Disposition: form-data; name=\"a\"\n\n1\n", false, true, |f| !f.error),
+            ("no content-disposition", CT, "--XyZ\nX-A: 1\n\n1\n--XyZ\nContent-Disposition: form-data; name=\"a\"\n\n1\n--XyZ--\n", true, true, |f| f.invalid_part && !f.error),
+            // CRS 932180-3: an empty part, then a line that looks like a boundary but is not ours.
+            ("unmatched after error", CT, "--XyZ\nContent-Disposition: form-data; name=\"a\"\n\n1\n--XyZ\n\nBIN\n--0000--\n", false, true, |f| f.unmatched_boundary == 1),
+            // Our boundary where part data should begin: data, and an invalid part.
+            ("boundary as first data line", CT, "--XyZ\nContent-Disposition: form-data; name=\"a\"\n\n--XyZx\n--XyZ--\n", true, false, |f| f.invalid_part && !f.error),
+            ("final boundary without data", CT, "--XyZ\nContent-Disposition: form-data; name=\"a\"\n\n--XyZ--", true, false, |f| f.invalid_part),
+            ("bare LF before the boundary", CT, "--XyZ\nContent-Disposition: form-data; name=\"a\"\n\nv\x01--XyZ--\n", true, false, |f| f.lf_line && f.crlf_lf_lines()),
+            // Errors of boundary lines set m_flag_error.
+            ("junk after boundary", CT, "--XyZ\nContent-Disposition: form-data; name=\"a\"\n\n1\n--XyZ junk\n--XyZ--\n", true, true, |f| f.error),
+            ("whitespace before boundary", CT, "--XyZ\nContent-Disposition: form-data; name=\"a\"\n\n1\n-- XyZ\n--XyZ--\n", true, true, |f| f.error),
+        ];
+        for (name, ct, body, strict, err, check) in cases {
+            let body: Vec<u8> = match body.strip_prefix("lf:") {
+                Some(b) => b.as_bytes().to_vec(),
+                // \x01 marks a bare LF in a CRLF body.
+                None => crlf(body).into_iter().map(|c| if c == 1 { b'\n' } else { c }).collect(),
+            };
+            let r = go(ct, &body);
+            assert_eq!(r.flags.strict_error(), *strict, "{name}: {:?}", r.flags);
+            assert_eq!(r.error.is_some(), *err, "{name}: {:?}", r.error);
+            assert!(check(&r.flags), "{name}: {:?}", r.flags);
+        }
     }
 
     #[test]

@@ -218,6 +218,21 @@ fn body_over_no_files_limit_is_a_body_error() {
     assert_eq!(run(&raised, "POST", "/", &[FORM], &form(200_000)).0, None);
 }
 
+/// Rules 200003 (MULTIPART_STRICT_ERROR) and 200004 of @recommended-conf, as
+/// modsecurity.conf-recommended: a bare-LF multipart body gets 400 as in libmodsecurity 3.0.15.
+#[test]
+fn multipart_strict_errors_are_refused_by_recommended_conf() {
+    let rs = rules("Include @recommended-conf\nSecRuleEngine On");
+    let mp = ("Content-Type", "multipart/form-data; boundary=b");
+    let (i, logs) = run(&rs, "POST", "/", &[mp], b"--b\nContent-Disposition: form-data; name=\"a\"\n\n1\n--b--\n");
+    assert_eq!(i.map(|i| (i.status, i.rule_id)), Some((400, Some(200003))));
+    assert!(logs.iter().any(|l| l.contains("LF 1")), "{logs:?}");
+    let junk_after = b"--b\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\n1\r\n--b--\r\njunk";
+    assert_eq!(run(&rs, "POST", "/", &[mp], junk_after).0.map(|i| (i.status, i.rule_id)), Some((400, Some(200003))));
+    let ok = b"--b\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\n1\r\n--b--\r\n";
+    assert_eq!(run(&rs, "POST", "/", &[mp], ok).0, None);
+}
+
 #[test]
 fn engine_off_does_nothing() {
     let rs = rules("SecRuleEngine Off\nSecRule REQUEST_URI \"@contains /admin\" \"id:1,phase:1,deny\"");

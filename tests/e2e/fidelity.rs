@@ -4,7 +4,9 @@
 //! - an XML body referencing an entity it never declares (the XXE through an external
 //!   parameter entity) is a body error: 400 (rule 200002);
 //! - a form body over `SecRequestBodyNoFilesLimit` (128 KiB) is a body error: 400; a multipart
-//!   body whose 200 KB are a file part is not.
+//!   body whose 200 KB are a file part is not;
+//! - a multipart body with bare-LF lines or a folded part header fails the strict check: 400
+//!   (rule 200003, MULTIPART_STRICT_ERROR); a `'` inside a double-quoted filename does not.
 
 use wafer_tests::client::Request;
 use wafer_tests::envoy::Build;
@@ -33,6 +35,9 @@ fn recommended_conf_answers_as_modsecurity(build: Build) {
         ("form over the NoFilesLimit", Request::post("/f", FORM, format!("a={}", "b".repeat(131_071))), 400),
         ("multipart with a 200 KB file", Request::post("/u", MULTIPART, file_part), 200),
         ("multipart with CRLF", Request::post("/u", MULTIPART, "--b\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\n1\r\n--b--\r\n"), 200),
+        ("multipart with bare LF", Request::post("/u", MULTIPART, "--b\nContent-Disposition: form-data; name=\"a\"\n\n1\n--b--\n"), 400),
+        ("multipart with a folded header", Request::post("/u", MULTIPART, "--b\r\nContent-Disposition: form-data;\r\n name=\"a\"\r\n\r\n1\r\n--b--\r\n"), 400),
+        ("multipart filename with a quote", Request::post("/u", MULTIPART, "--b\r\nContent-Disposition: form-data; name=\"f\"; filename=\"te'st.txt\"\r\n\r\n1\r\n--b--\r\n"), 200),
     ];
     let mut failures = Vec::new();
     for (name, req, want) in cases {

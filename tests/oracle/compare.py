@@ -114,9 +114,6 @@ PREDICATES = {
     "multipart": lambda r: _content_type(r).lower().startswith(b"multipart/form-data") and bool(r[4]),
     # Some multipart field value spans several lines.
     "multipart_multiline_value": lambda r: any(b"\n" in v or b"\r" in v for _, v in _multipart_parts(r)),
-    # Some multipart part header name has a byte outside 0x21..0x7E.
-    "multipart_bad_header_name": lambda r: any(
-        any(c < 0x21 or c > 0x7E for c in h.split(b":", 1)[0]) for hs, _ in _multipart_parts(r) for h in hs if h),
     # The (albedo /reflect) response has a Content-Type ModSecurity v3 does not inspect.
     "response_body_skipped_by_v3": _v3_skips_response_body,
     # A JSON body with more arguments than SecArgumentsLimit (1000).
@@ -157,21 +154,9 @@ def _rewrite_multipart(raw, f):
     return req.raw()
 
 
-def _strip_bad_header_lines(lines, value):
-    def bad(line):
-        name = line.split(b":", 1)[0]
-        return any(c < 0x21 or c > 0x7E for c in name)
-    keep = [l for l in lines if not bad(l.rstrip(b"\r\n"))]
-    if keep:
-        keep[-1] = keep[-1].rstrip(b"\r\n")
-    return keep, value
-
-
 TRANSFORMS = {
     # v3 loses every line ending inside a multipart field value.
     "multipart_join_lines": lambda raw: _rewrite_multipart(raw, lambda h, v: (h, re.sub(rb"\r?\n", b"", v))),
-    # v3 keeps parsing past part header lines with invalid name bytes (as if they were not there).
-    "multipart_drop_bad_header_lines": lambda raw: _rewrite_multipart(raw, _strip_bad_header_lines),
 }
 
 
