@@ -1945,3 +1945,25 @@ fn a_response_body_past_the_memory_budget_is_inspected_in_part() {
     drop(tx);
     assert_eq!(budget::held(), base);
 }
+
+/// `%{rule.msg}` expands the rule's `msg`, which may read request data: a
+/// rule whose operator reads `%{rule.msg}` decides on the request's headers, so a request
+/// after one with another header value decides as it does alone (the replay must not pass it).
+#[test]
+fn a_rule_reading_its_own_msg_reads_the_request_data_the_msg_expands() {
+    let rs = rules(
+        r#"SecRuleEngine On
+SecRule REQUEST_METHOD "@streq %{rule.msg}" "id:1,phase:1,deny,status:403,msg:'%{REQUEST_HEADERS.x-foo}'"
+"#,
+    );
+    let go = |foo: &str| -> Option<u16> {
+        let (i, _) = run(&rs, "GET", "/x", &[("Host", "a"), ("X-Foo", foo)], b"");
+        i.map(|i| i.status)
+    };
+    // Alone (first on a fresh trace) and after the benign request, in turn.
+    assert_eq!(go("GET"), Some(403));
+    for _ in 0..3 {
+        assert_eq!(go("benign"), None);
+        assert_eq!(go("GET"), Some(403), "after a request with X-Foo: benign");
+    }
+}
