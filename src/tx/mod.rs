@@ -214,6 +214,8 @@ fn fresh_cache(rules: usize, limit: usize) -> Box<cache::Cache> {
 /// Keeps `c`, emptied, as a spare of its side (unless the pool is full or `c` grew too large).
 fn keep_cache(side: usize, mut c: Box<cache::Cache>) {
     if !c.keepable() {
+        // Emptied all the same: what its entries hold is charged to the budget until then.
+        c.clear();
         return;
     }
     c.clear();
@@ -259,8 +261,11 @@ impl Drop for Transaction {
         // this function does not read them, and the fields' own drop does nothing.
         let cache = unsafe { ManuallyDrop::take(self.cache.get_mut()) };
         let req = unsafe { ManuallyDrop::take(&mut self.req) };
-        // The reference keeps nothing for the next transactions.
+        // The reference keeps nothing for the next transactions (emptied first: the tables'
+        // shared entries refer to each other, and what they hold is charged to the budget).
         if self.rs.settings.speed == Speed::Reference {
+            let mut cache = cache;
+            cache.clear();
             return;
         }
         keep_cache(self.cache_side, cache);
@@ -823,8 +828,11 @@ impl Transaction {
         next.stats = cur.stats;
         next.group_stats = cur.group_stats.take();
         let done = std::mem::replace(cur, ManuallyDrop::new(next));
+        let mut done = ManuallyDrop::into_inner(done);
         if fast {
-            keep_cache(REQUEST_SIDE, ManuallyDrop::into_inner(done));
+            keep_cache(REQUEST_SIDE, done);
+        } else {
+            done.clear();
         }
     }
 
