@@ -340,6 +340,17 @@ mod tests {
     }
 
     #[test]
+    fn speed_is_fast_unless_the_configuration_says_reference() {
+        use crate::compile::Speed;
+        let rs = |json: &str| Waf::from_json(json.as_bytes()).map(|w| w.ruleset_for("x").map(|r| r.settings.speed));
+        assert_eq!(rs(r#"{"rules":["SecRuleEngine On"]}"#).ok().flatten(), Some(Speed::Fast));
+        assert_eq!(rs(r#"{"rules":["SecRuleEngine On"],"speed":"fast"}"#).ok().flatten(), Some(Speed::Fast));
+        assert_eq!(rs(r#"{"rules":["SecRuleEngine On"],"speed":"reference"}"#).ok().flatten(), Some(Speed::Reference));
+        let e = rs(r#"{"rules":["SecRuleEngine On"],"speed":"turbo"}"#).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(e.contains("speed") && e.contains("turbo"), "{e}");
+    }
+
+    #[test]
     fn the_memory_budget_is_the_configured_one_in_every_rule_set() {
         let waf = Waf::from_json(br#"{"directives_map":{"a":["Include @targeted"],"b":["Include @headers-only"]},"default_directives":"a","memory_budget_bytes":2097152}"#).unwrap();
         for rs in waf.sets.values() {
