@@ -35,6 +35,8 @@ fn usage() -> ExitCode {
                                     header value changed and with its response changed, and with its headers
                                     in one block each (as Envoy gives them): the same status, log lines and TX
                                     as without the replay, headers added one by one
+  --reference (with any subcommand reading CONFIG.json): its rule sets in the reference speed (\"speed\": \"reference\":
+                                    nothing kept across requests, every rule evaluated; for tests and measurements)
   wafer differential [--config CONFIG.json] [--tests DIR] [--jsonl FILE]...
                                     the CRS test stages (without --jsonl, or with --tests) and the JSON lines
                                     {{id, raw (base64)}} of each FILE through a long-lived fast engine in 6 orders
@@ -50,8 +52,26 @@ fn read(path: &str) -> Result<Vec<u8>, String> {
 }
 
 
+/// `--reference` (any subcommand that reads a CONFIG.json): its rule sets in
+/// `Speed::Reference`, as `"speed": "reference"` in the configuration.
+static REFERENCE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The plugin configuration `json`, compiled (in the reference speed with `--reference`).
+fn waf_of(json: &[u8]) -> Result<Waf, String> {
+    if !REFERENCE.load(std::sync::atomic::Ordering::Relaxed) {
+        return Waf::from_json(json).map_err(|e| e.to_string());
+    }
+    let mut v: serde_json::Value = serde_json::from_slice(json).map_err(|e| format!("invalid JSON: {e}"))?;
+    v.as_object_mut().ok_or("the configuration is not a JSON object")?.insert("speed".into(), "reference".into());
+    Waf::from_json(v.to_string().as_bytes()).map_err(|e| e.to_string())
+}
+
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(i) = args.iter().position(|a| a == "--reference") {
+        args.remove(i);
+        REFERENCE.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
     let result = match args.first().map(String::as_str) {
         Some("check") if args.len() == 2 => check(&args[1]),
         Some("check-rules") if args.len() == 2 => check_rules(&args[1]),
@@ -76,7 +96,7 @@ fn main() -> ExitCode {
 
 fn check(path: &str) -> Result<(), String> {
     let json = read(path)?;
-    let waf = Waf::from_json(&json).map_err(|e| e.to_string())?;
+    let waf = waf_of(&json)?;
     println!("{}", waf.summary());
     Ok(())
 }
@@ -395,7 +415,7 @@ thread_local! {
 /// Runs `req` with one more header after its own (`x-request-id`).
 fn run_req_with(req: &Req, extra: Option<&(String, String)>, print: bool, profile: Option<&mut Profile>) -> Result<(), String> {
     static WAF: std::sync::OnceLock<Result<Waf, String>> = std::sync::OnceLock::new();
-    let waf = WAF.get_or_init(|| read(&req.config).and_then(|j| Waf::from_json(&j).map_err(|e| e.to_string()))).as_ref().map_err(Clone::clone)?;
+    let waf = WAF.get_or_init(|| read(&req.config).and_then(|j| waf_of(&j))).as_ref().map_err(Clone::clone)?;
     let (method, uri, headers, body, response) = (&req.method, &req.uri, &req.headers, &req.body, &req.response);
     let host = headers.iter().find(|(k, _)| k.eq_ignore_ascii_case("host")).map(|(_, v)| v.as_str()).unwrap_or("localhost");
     let Some(rs): Option<Arc<Ruleset>> = waf.ruleset_for(host) else {
@@ -753,7 +773,7 @@ fn differential(args: &[String]) -> Result<(), String> {
 fn ids(config: &str) -> Result<(), String> {
     use std::io::BufRead;
     use wafer_cli::crs::{check, ftw, native};
-    let waf = Waf::from_json(&read(config)?).map_err(|e| e.to_string())?;
+    let waf = waf_of(&read(config)?)?;
     let stdin = std::io::stdin();
     for line in stdin.lock().lines() {
         let line = line.map_err(|e| e.to_string())?;
