@@ -141,6 +141,7 @@ test: tools wasm native oci crs-verify
 	$(CRS_REGRESSION) --build native --plugins $(CRS_PLUGIN_TESTS)
 	$(MAKE) oracle
 	$(MAKE) replay-check
+	$(MAKE) differential
 	$(MAKE) bounds
 	$(MAKE) realistic-check
 
@@ -320,6 +321,22 @@ SOAK_RPS ?= 100
 replay-check: tools-rust
 	$(CARGO) build --release -p wafer-cli -j $(JOBS)
 	target/release/wafer replay-check
+
+# Fast against reference (src/compile Speed): the CRS test stages, the oracle's requests and
+# the realistic corpus through a long-lived fast engine in 6 orders (file order, reversed, each
+# twice, shuffled, 2 and 3 in flight) must end as through the reference engine: same status,
+# same matched rule ids (cli/src/differential.rs).
+.PHONY: differential
+differential: tools-rust
+	$(CARGO) build --release -p wafer-cli -j $(JOBS)
+	target/release/wafer differential
+	python3 bench/realistic.py write
+	python3 -c 'import json,sys; sys.path.insert(0,"bench"); import realistic; json.dump(realistic.crs_pl1_config(), open("target/realistic/pl1.json","w"))'
+	target/release/wafer differential --config target/realistic/pl1.json --jsonl target/realistic/requests.jsonl
+	@if [ -x .venv-oracle/bin/python ]; then \
+	  WAFER_BIN=target/release/wafer .venv-oracle/bin/python tests/oracle/requests_jsonl.py target/oracle-requests.jsonl && \
+	  target/release/wafer differential --jsonl target/oracle-requests.jsonl; \
+	else echo "differential: the oracle's requests need .venv-oracle (make oracle makes it)"; exit 1; fi
 
 bounds: tools wasm native
 	$(CARGO) build --release -p wafer-tests --bin pathological -j $(JOBS)

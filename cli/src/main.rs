@@ -34,7 +34,15 @@ fn usage() -> ExitCode {
   wafer replay-check [--tests DIR]      every CRS test stage run after itself, after the last stage, with a
                                     header value changed and with its response changed, and with its headers
                                     in one block each (as Envoy gives them): the same status, log lines and TX
-                                    as without the replay, headers added one by one"
+                                    as without the replay, headers added one by one
+  --reference (with any subcommand reading CONFIG.json): its rule sets in the reference speed (\"speed\": \"reference\":
+                                    nothing kept across requests, every rule evaluated; for tests and measurements)
+  wafer differential [--config CONFIG.json] [--tests DIR] [--jsonl FILE]...
+                                    the CRS test stages (without --jsonl, or with --tests) and the JSON lines
+                                    {{id, raw (base64)}} of each FILE through a long-lived fast engine in 6 orders
+                                    (file order, reversed, each twice, shuffled, 2 and 3 in flight) and the
+                                    reference engine (\"speed\": \"reference\"): the same status and matched rule ids
+                                    (without --config: the CRS test setup; with it, its default rule set)"
     );
     ExitCode::from(2)
 }
@@ -44,8 +52,26 @@ fn read(path: &str) -> Result<Vec<u8>, String> {
 }
 
 
+/// `--reference` (any subcommand that reads a CONFIG.json): its rule sets in
+/// `Speed::Reference`, as `"speed": "reference"` in the configuration.
+static REFERENCE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The plugin configuration `json`, compiled (in the reference speed with `--reference`).
+fn waf_of(json: &[u8]) -> Result<Waf, String> {
+    if !REFERENCE.load(std::sync::atomic::Ordering::Relaxed) {
+        return Waf::from_json(json).map_err(|e| e.to_string());
+    }
+    let mut v: serde_json::Value = serde_json::from_slice(json).map_err(|e| format!("invalid JSON: {e}"))?;
+    v.as_object_mut().ok_or("the configuration is not a JSON object")?.insert("speed".into(), "reference".into());
+    Waf::from_json(v.to_string().as_bytes()).map_err(|e| e.to_string())
+}
+
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(i) = args.iter().position(|a| a == "--reference") {
+        args.remove(i);
+        REFERENCE.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
     let result = match args.first().map(String::as_str) {
         Some("check") if args.len() == 2 => check(&args[1]),
         Some("check-rules") if args.len() == 2 => check_rules(&args[1]),
@@ -56,6 +82,7 @@ fn main() -> ExitCode {
         Some("crs-requests") => crs_requests(&args[1..]),
         Some("ids") if args.len() == 2 => ids(&args[1]),
         Some("replay-check") => replay_check(&args[1..]),
+        Some("differential") => differential(&args[1..]),
         _ => return usage(),
     };
     match result {
@@ -69,7 +96,7 @@ fn main() -> ExitCode {
 
 fn check(path: &str) -> Result<(), String> {
     let json = read(path)?;
-    let waf = Waf::from_json(&json).map_err(|e| e.to_string())?;
+    let waf = waf_of(&json)?;
     println!("{}", waf.summary());
     Ok(())
 }
@@ -388,7 +415,7 @@ thread_local! {
 /// Runs `req` with one more header after its own (`x-request-id`).
 fn run_req_with(req: &Req, extra: Option<&(String, String)>, print: bool, profile: Option<&mut Profile>) -> Result<(), String> {
     static WAF: std::sync::OnceLock<Result<Waf, String>> = std::sync::OnceLock::new();
-    let waf = WAF.get_or_init(|| read(&req.config).and_then(|j| Waf::from_json(&j).map_err(|e| e.to_string()))).as_ref().map_err(Clone::clone)?;
+    let waf = WAF.get_or_init(|| read(&req.config).and_then(|j| waf_of(&j))).as_ref().map_err(Clone::clone)?;
     let (method, uri, headers, body, response) = (&req.method, &req.uri, &req.headers, &req.body, &req.response);
     let host = headers.iter().find(|(k, _)| k.eq_ignore_ascii_case("host")).map(|(_, v)| v.as_str()).unwrap_or("localhost");
     let Some(rs): Option<Arc<Ruleset>> = waf.ruleset_for(host) else {
@@ -676,10 +703,77 @@ fn crs_requests(args: &[String]) -> Result<(), String> {
     Ok(())
 }
 
+/// `wafer differential`: see [`wafer_cli::differential`].
+fn differential(args: &[String]) -> Result<(), String> {
+    use wafer_cli::crs::{ftw, native};
+    use wafer_cli::differential;
+    let (mut config, mut tests, mut files) = (None, None, Vec::new());
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut value = || it.next().cloned().ok_or_else(|| format!("{a} needs a value"));
+        match a.as_str() {
+            "--config" => config = Some(value()?),
+            "--tests" => tests = Some(value()?),
+            "--jsonl" => files.push(value()?),
+            _ => return Err(format!("differential: unknown argument {a}")),
+        }
+    }
+    let (fast, reference) = match &config {
+        None => {
+            let text = wafer_cli::crs::TEST_SETUP.join("\n");
+            let fast = Ruleset::compile("crs-test", &text).map_err(|e| e.to_string())?;
+            let mut reference = Ruleset::compile("crs-test", &text).map_err(|e| e.to_string())?;
+            reference.settings.speed = wafer::compile::Speed::Reference;
+            (Arc::new(fast), Arc::new(reference))
+        }
+        Some(path) => {
+            let json = read(path)?;
+            let mut v: serde_json::Value = serde_json::from_slice(&json).map_err(|e| format!("{path}: {e}"))?;
+            let fast = Waf::from_json(&json).map_err(|e| e.to_string())?.ruleset_for("").ok_or("the configuration has no default rule set")?;
+            v.as_object_mut().ok_or("the configuration is not a JSON object")?.insert("speed".into(), "reference".into());
+            let reference = Waf::from_json(v.to_string().as_bytes()).map_err(|e| e.to_string())?.ruleset_for("").ok_or("the configuration has no default rule set")?;
+            (fast, reference)
+        }
+    };
+    let mut sources: Vec<(String, Vec<native::RawRequest>)> = Vec::new();
+    if tests.is_some() || files.is_empty() {
+        let dir = tests.unwrap_or_else(|| std::env::var("CRS_DIR").map(|d| format!("{d}/tests/regression/tests")).unwrap_or_default());
+        let reqs = ftw::load(std::path::Path::new(&dir))?.iter().flat_map(|t| t.stages.iter()).filter_map(|st| native::parse(&ftw::raw_request(&st.input))).collect();
+        sources.push((format!("CRS test stages ({dir})"), reqs));
+    }
+    for f in &files {
+        let text = String::from_utf8_lossy(&read(f)?).into_owned();
+        let mut reqs = Vec::new();
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let v: serde_json::Value = serde_json::from_str(line).map_err(|e| format!("{f}: bad line: {e}"))?;
+            let raw = ftw::base64(v.get("raw").and_then(|r| r.as_str()).ok_or_else(|| format!("{f}: a line without raw"))?);
+            reqs.push(native::parse(&raw).ok_or_else(|| format!("{f}: a request that does not parse ({})", v.get("id").cloned().unwrap_or_default()))?);
+        }
+        sources.push((f.clone(), reqs));
+    }
+    let mut failed = 0;
+    for (name, reqs) in &sources {
+        let started = std::time::Instant::now();
+        let bad = differential::compare(&fast, &reference, reqs);
+        for d in bad.iter().take(20) {
+            println!("DIFFERS {name} request {} ({}): fast {:?}, reference {:?}", d.request, d.order, d.fast, d.reference);
+        }
+        println!("{name}: {} requests in {} orders, {} differ ({:.1} s)", reqs.len(), differential::orders(reqs.len()).len(), bad.len(), started.elapsed().as_secs_f64());
+        failed += bad.len();
+        if reqs.is_empty() {
+            return Err(format!("{name}: no requests"));
+        }
+    }
+    if failed > 0 {
+        return Err(format!("{failed} outcomes differ between the fast and the reference engine"));
+    }
+    Ok(())
+}
+
 fn ids(config: &str) -> Result<(), String> {
     use std::io::BufRead;
     use wafer_cli::crs::{check, ftw, native};
-    let waf = Waf::from_json(&read(config)?).map_err(|e| e.to_string())?;
+    let waf = waf_of(&read(config)?)?;
     let stdin = std::io::stdin();
     for line in stdin.lock().lines() {
         let line = line.map_err(|e| e.to_string())?;

@@ -1,7 +1,8 @@
 //! A whole transaction against the full OWASP CRS (paranoia level 4, blocking, the
 //! recommended base configuration): the input is a raw HTTP/1.x request; a
 //! `POST /reflect` JSON body describes the response (as the CRS test backend does), so
-//! phases 3-4 see hostile data too. The body is fed in two chunks.
+//! phases 3-4 see hostile data too. The body is fed in two chunks. Then the request through
+//! the fast engine, after every input before it, must end as through the reference engine.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use wafer::{BodyAppend, Transaction};
@@ -45,4 +46,10 @@ fuzz_target!(|data: &[u8]| {
     }
     tx.process_logging();
     let _ = tx.take_log_lines();
+    // The long-lived fast engine (after every input before this one) against the reference
+    // (`Speed::Reference`: nothing kept across requests): the same status and log lines.
+    let (fast, _, _) = native::run_request(native::crs_pl4(), &req, true);
+    let (plain, _, _) = native::run_request(native::crs_pl4_reference(), &req, true);
+    assert_eq!(fast.status, plain.status, "status: fast vs reference");
+    assert_eq!(fast.log_lines, plain.log_lines, "log lines: fast vs reference");
 });

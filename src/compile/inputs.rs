@@ -121,9 +121,12 @@ impl Keys {
 /// decide the rule's effects. `MATCHED_VAR*` after the first link are values of the links'
 /// targets, counted there.
 pub fn of_rule(r: &Rule, keys: &mut Keys) -> Inputs {
-    let head = of_link(r, false, keys);
+    // `RULE:msg`, `RULE:logdata` and `%{rule.msg}` expand the rule's own macros: a first link
+    // reading RULE reads what they read.
+    let own = if reads_rule(r) { of_own_macros(r, keys) } else { 0 };
+    let head = of_link(r, false, keys) | own;
     // What the first link reads other than header values through REQUEST_HEADERS targets.
-    let other = r.targets.iter().filter(|t| t.var != Var::RequestHeaders || t.count).fold(0, |acc, t| acc | of_target(t, false, keys)) | of_parts(r.operator.macros(), false, keys);
+    let other = r.targets.iter().filter(|t| t.var != Var::RequestHeaders || t.count).fold(0, |acc, t| acc | of_target(t, false, keys)) | of_parts(r.operator.macros(), false, keys) | own;
     let by_value = other & HEADER_VALUES == 0;
     let mut all = head;
     let mut link = Some(r);
@@ -148,6 +151,18 @@ pub fn of_rule(r: &Rule, keys: &mut Keys) -> Inputs {
     let tx_writes = links().all(|l| l.setvars.iter().all(|sv| sv.collection == "tx" && !matches!(sv.op, SetOp::Init(_) | SetOp::Expire(_))));
     let quiet = matches!(r.disruptive, Disruptive::Pass) && !r.log && r.severity.is_none();
     Inputs { head, all, by_value, tx_writes, quiet }
+}
+
+/// Whether the first link of `r` reads `RULE` (a target or an operator macro).
+fn reads_rule(r: &Rule) -> bool {
+    r.targets.iter().any(|t| t.var == Var::Rule)
+        || r.operator.macros().iter().any(|p| matches!(p, MacroPart::Var { name, .. } if Var::from_name(name) == Some(Var::Rule)))
+}
+
+/// The classes the macros of the rule's `msg` and `logdata` read (every link's), as the
+/// first link sees them.
+fn of_own_macros(r: &Rule, keys: &mut Keys) -> u64 {
+    std::iter::successors(Some(r), |l| l.chain.as_deref()).flat_map(|l| [&l.msg, &l.logdata].into_iter().flatten()).fold(0, |acc, parts| acc | of_parts(parts, false, keys))
 }
 
 /// What a rule reads (see [`of_rule`]).

@@ -47,6 +47,22 @@ pub struct Settings {
     /// What the transactions in flight on one thread may hold (see `tx::budget`): the
     /// plugin configuration's `memory_budget_bytes`.
     pub memory_budget: usize,
+    /// Whether transactions use what earlier transactions left (see [`Speed`]): the plugin
+    /// configuration's `speed`.
+    pub speed: Speed,
+}
+
+/// How a rule set's transactions run: the same verdicts and matched rules either way.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Speed {
+    /// With every mechanism that reuses what earlier transactions on the thread left: the
+    /// replay of the last request's trace, the value memo kept across transactions, spare
+    /// buffers, per-rule quick records and the pre-applied phase-1 prefix.
+    #[default]
+    Fast,
+    /// The plain SecLang loop: every rule a phase reaches is evaluated, nothing is kept from
+    /// one transaction to the next. For tests that compare it with [`Speed::Fast`].
+    Reference,
 }
 
 impl Default for Settings {
@@ -65,6 +81,7 @@ impl Default for Settings {
             response_body_mime_types: vec!["text/plain".into(), "text/html".into()],
             component_signatures: Vec::new(),
             memory_budget: crate::tx::budget::DEFAULT,
+            speed: Speed::Fast,
         }
     }
 }

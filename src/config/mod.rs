@@ -54,6 +54,9 @@ pub struct PluginConfig {
     /// request that would pass it gets 413 (or its body inspected in part, with
     /// `SecRequestBodyLimitAction ProcessPartial`). Default [`crate::tx::budget::DEFAULT`].
     pub memory_budget_bytes: Option<usize>,
+    /// `"fast"` (the default) or `"reference"`: transactions that keep nothing across
+    /// requests (see [`crate::compile::Speed`]; for tests, it is several times slower).
+    pub speed: Option<crate::compile::Speed>,
     /// For tests of Envoy's `failure_policy` only: a request carrying a header of this name
     /// makes the filter abort its VM (a wasm trap). Unset (the default), no request can.
     pub test_trap_header: Option<String>,
@@ -72,7 +75,7 @@ impl PluginConfig {
     fn from_json(v: &json::Json) -> Result<PluginConfig, String> {
         const FIELDS: &[&str] = &[
             "directives_map", "default_directives", "per_authority_directives", "metric_labels", "rules", "crs", "detect", "client_ip",
-            "ip_lists", "rate_limit", "behaviour_scoring", "hardening", "request_log", "memory_budget_bytes", "test_trap_header",
+            "ip_lists", "rate_limit", "behaviour_scoring", "hardening", "request_log", "memory_budget_bytes", "speed", "test_trap_header",
         ];
         let o = json::Obj::new(v, "", FIELDS)?;
         Ok(PluginConfig {
@@ -90,6 +93,7 @@ impl PluginConfig {
             hardening: o.get("hardening").map(|v| protect::HardeningConfig::from_json(v, "hardening")).transpose()?,
             request_log: o.get("request_log").map(|v| protect::RequestLogConfig::from_json(v, "request_log")).transpose()?,
             memory_budget_bytes: o.int::<usize>("memory_budget_bytes")?.map(memory_budget).transpose()?,
+            speed: o.str("speed")?.map(|s| speed(&s)).transpose()?,
             test_trap_header: o.str("test_trap_header")?,
         })
     }
@@ -115,6 +119,15 @@ fn memory_budget(n: usize) -> Result<usize, String> {
         Ok(n)
     } else {
         Err(format!("memory_budget_bytes: {n} is outside {MIN}..={MAX} (1 MiB to 384 MiB)"))
+    }
+}
+
+/// `speed`: `"fast"` or `"reference"`.
+fn speed(s: &str) -> Result<crate::compile::Speed, String> {
+    match s {
+        "fast" => Ok(crate::compile::Speed::Fast),
+        "reference" => Ok(crate::compile::Speed::Reference),
+        _ => Err(format!("speed: \"{s}\" is neither \"fast\" nor \"reference\"")),
     }
 }
 
@@ -176,6 +189,9 @@ impl Waf {
             let mut rs = Ruleset::compile(&format!("directives_map[{name}]"), &lines.join("\n"))?;
             if let Some(n) = cfg.memory_budget_bytes {
                 rs.settings.memory_budget = n;
+            }
+            if let Some(speed) = cfg.speed {
+                rs.settings.speed = speed;
             }
             sets.insert(name.clone(), Arc::new(rs));
         }
@@ -321,6 +337,17 @@ mod tests {
             let e = Waf::from_json(json.as_bytes()).err().unwrap_or_else(|| panic!("{bad} accepted"));
             assert!(e.msg.contains("memory_budget_bytes"), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn speed_is_fast_unless_the_configuration_says_reference() {
+        use crate::compile::Speed;
+        let rs = |json: &str| Waf::from_json(json.as_bytes()).map(|w| w.ruleset_for("x").map(|r| r.settings.speed));
+        assert_eq!(rs(r#"{"rules":["SecRuleEngine On"]}"#).ok().flatten(), Some(Speed::Fast));
+        assert_eq!(rs(r#"{"rules":["SecRuleEngine On"],"speed":"fast"}"#).ok().flatten(), Some(Speed::Fast));
+        assert_eq!(rs(r#"{"rules":["SecRuleEngine On"],"speed":"reference"}"#).ok().flatten(), Some(Speed::Reference));
+        let e = rs(r#"{"rules":["SecRuleEngine On"],"speed":"turbo"}"#).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(e.contains("speed") && e.contains("turbo"), "{e}");
     }
 
     #[test]

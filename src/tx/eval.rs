@@ -5,7 +5,7 @@ use std::borrow::Cow;
 
 use super::{log, InterruptAction, Interruption, Transaction};
 use crate::actions::{Ctl, Disruptive, SetOp};
-use crate::compile::{EngineMode, Entry, Rule, Ruleset};
+use crate::compile::{EngineMode, Entry, Rule, Ruleset, Speed};
 use super::cache::{byte_set, same_bytes, untouched, write_name, Group, RawItem, Scan, Val, KNOWN_MIN, UNION_MIN};
 use crate::compile::prefilter::Satisfied;
 use crate::compile::inputs::Inputs;
@@ -1558,7 +1558,11 @@ pub(crate) fn run_phase(t: &mut Transaction, rs: &Ruleset, phase: u8) -> Option<
     let list = rs.phases.get(pidx)?;
     let mut i = 0;
     let mut skip = 0u32;
-    let quick = rs.quick.phases.get(pidx).map_or(&[][..], Vec::as_slice);
+    // The reference reads no quick record: it evaluates every rule it reaches.
+    let quick = match rs.settings.speed {
+        Speed::Fast => rs.quick.phases.get(pidx).map_or(&[][..], Vec::as_slice),
+        Speed::Reference => &[][..],
+    };
     // Walked as the trace walked it, when its rules tested by value have no hits again.
     if let Some(run) = t.replay.run(phase) {
         if !run.probes.iter().any(|&e| probe_hits(t, rs, list, e)) {

@@ -23,7 +23,7 @@ use std::mem::ManuallyDrop;
 use std::sync::Arc;
 
 use crate::actions::AllowScope;
-use crate::compile::{EngineMode, LimitAction, Ruleset};
+use crate::compile::{EngineMode, LimitAction, Ruleset, Speed};
 pub use request::percent_decode;
 use request::Request;
 
@@ -204,9 +204,18 @@ fn spare_cache(side: usize, rules: usize, limit: usize) -> Box<cache::Cache> {
     c
 }
 
+/// New memo tables for one transaction of a rule set of `rules` rules (see [`spare_cache`]).
+fn fresh_cache(rules: usize, limit: usize) -> Box<cache::Cache> {
+    let mut c = Box::new(cache::Cache::sized(rules));
+    c.set_budget(limit);
+    c
+}
+
 /// Keeps `c`, emptied, as a spare of its side (unless the pool is full or `c` grew too large).
 fn keep_cache(side: usize, mut c: Box<cache::Cache>) {
     if !c.keepable() {
+        // Emptied all the same: what its entries hold is charged to the budget until then.
+        c.clear();
         return;
     }
     c.clear();
@@ -219,20 +228,25 @@ fn keep_cache(side: usize, mut c: Box<cache::Cache>) {
     });
 }
 
+/// A new TX map and scratch list for a rule set of `rules` rules.
+fn fresh_spare(rules: usize) -> Spare {
+    Spare {
+        tx: TxMap::with_capacity(if rules >= 200 { 128 } else { 0 }),
+        values: Vec::with_capacity(if rules >= 200 { 128 } else { 0 }),
+        hits: eval::HitPool::default(),
+        tx_free: Vec::new(),
+        tx_init: None,
+        tx_undo: Vec::new(),
+        matched: eval::Matched::default(),
+        removals: Removals::default(),
+    }
+}
+
 /// The TX map and scratch list for rule set `uid` of `rules` rules (see [`Spare`]): the map
 /// empty, or holding exactly that rule set's initial TX variables.
 fn spare(rules: usize, uid: u64) -> Spare {
     let Some(mut s) = take_spare(&SPARE) else {
-        return Spare {
-            tx: TxMap::with_capacity(if rules >= 200 { 128 } else { 0 }),
-            values: Vec::with_capacity(if rules >= 200 { 128 } else { 0 }),
-            hits: eval::HitPool::default(),
-            tx_free: Vec::new(),
-            tx_init: None,
-            tx_undo: Vec::new(),
-            matched: eval::Matched::default(),
-            removals: Removals::default(),
-        };
+        return fresh_spare(rules);
     };
     if s.tx_init.is_some_and(|u| u != uid) {
         s.tx.drain_into(&mut s.tx_free, recycle_tx_entry);
@@ -245,8 +259,16 @@ impl Drop for Transaction {
     fn drop(&mut self) {
         // SAFETY: `cache` and `req` are taken here, once, and not used after: the rest of
         // this function does not read them, and the fields' own drop does nothing.
-        keep_cache(self.cache_side, unsafe { ManuallyDrop::take(self.cache.get_mut()) });
+        let cache = unsafe { ManuallyDrop::take(self.cache.get_mut()) };
         let req = unsafe { ManuallyDrop::take(&mut self.req) };
+        // The reference keeps nothing for the next transactions (emptied first: the tables'
+        // shared entries refer to each other, and what they hold is charged to the budget).
+        if self.rs.settings.speed == Speed::Reference {
+            let mut cache = cache;
+            cache.clear();
+            return;
+        }
+        keep_cache(self.cache_side, cache);
         // The request becomes the memo's trace (see `replay`), or is recycled. The trace it
         // replaces recycles its own when the last transaction following it ends.
         let (spare, replaced) = match self.memo.try_borrow_mut() {
@@ -460,20 +482,28 @@ const TX_NUMS: usize = 16;
 impl Transaction {
     pub fn new(rs: Arc<Ruleset>, unique_id: String) -> Transaction {
         let s = &rs.settings;
-        let spare = spare(rs.rule_count(), rs.uid);
+        // The reference keeps nothing across transactions: no spares, no shared memo, no trace.
+        let fast = s.speed == Speed::Fast;
+        let spare = if fast { spare(rs.rule_count(), rs.uid) } else { fresh_spare(rs.rule_count()) };
         let (tx, tx_kept) = match spare.tx_init {
             Some(_) => (TxMap::default(), Some(spare.tx)),
             None => (spare.tx, None),
         };
-        let memo = memo_for(rs.uid, rs.hash_keys());
-        let trace = memo.try_borrow().ok().and_then(|m| m.traces.first().cloned());
+        let memo = if fast { memo_for(rs.uid, rs.hash_keys()) } else { std::rc::Rc::new(std::cell::RefCell::new(cache::Memo::new(rs.hash_keys()))) };
+        let trace = if fast { memo.try_borrow().ok().and_then(|m| m.traces.first().cloned()) } else { None };
+        let request = if fast { take_spare(&SPARE_REQUEST) } else { None };
+        let cache = if fast { spare_cache(REQUEST_SIDE, rs.rule_count(), s.memory_budget) } else { fresh_cache(rs.rule_count(), s.memory_budget) };
+        let mut replay = replay::Replay::new(trace, rs.quick.rules);
+        if !fast {
+            replay.off();
+        }
         Transaction {
             now_ms: 0,
             engine: s.engine,
             request_body_access: s.request_body_access,
             rs: rs.clone(),
             unique_id,
-            req: ManuallyDrop::new(take_spare(&SPARE_REQUEST).unwrap_or_default()),
+            req: ManuallyDrop::new(request.unwrap_or_default()),
             tx,
             tx_kept,
             tx_free: spare.tx_free,
@@ -499,8 +529,8 @@ impl Transaction {
             request_reserved: 0,
             response_reserved: 0,
             over_budget: false,
-            cache: std::cell::RefCell::new(ManuallyDrop::new(spare_cache(REQUEST_SIDE, rs.rule_count(), s.memory_budget))),
-            replay: replay::Replay::new(trace, rs.quick.rules),
+            cache: std::cell::RefCell::new(ManuallyDrop::new(cache)),
+            replay,
             head_hits: false,
             memo,
             cache_side: REQUEST_SIDE,
@@ -791,12 +821,19 @@ impl Transaction {
             return;
         }
         self.cache_side = RESPONSE_SIDE;
-        let mut next = spare_cache(RESPONSE_SIDE, 0, self.rs.settings.memory_budget);
+        let fast = self.rs.settings.speed == Speed::Fast;
+        let limit = self.rs.settings.memory_budget;
+        let mut next = if fast { spare_cache(RESPONSE_SIDE, 0, limit) } else { fresh_cache(0, limit) };
         let cur = self.cache.get_mut();
         next.stats = cur.stats;
         next.group_stats = cur.group_stats.take();
         let done = std::mem::replace(cur, ManuallyDrop::new(next));
-        keep_cache(REQUEST_SIDE, ManuallyDrop::into_inner(done));
+        let mut done = ManuallyDrop::into_inner(done);
+        if fast {
+            keep_cache(REQUEST_SIDE, done);
+        } else {
+            done.clear();
+        }
     }
 
     pub fn add_response_header(&mut self, name: &[u8], value: &[u8]) {
@@ -955,7 +992,7 @@ impl Transaction {
         cache.slots.resize(self.rs.group_slots, None);
         cache.clear_targets();
         let rs = self.rs.clone();
-        if phase == 1 {
+        if phase == 1 && rs.settings.speed == Speed::Fast {
             eval::pre_apply(self, &rs);
         }
         self.replay.begin(phase, &self.req, &rs.quick.header_keys, self.profile.is_none());

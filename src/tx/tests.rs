@@ -1996,4 +1996,54 @@ SecRule TX:p2_one "@eq 1" "chain"
 SecRule TX:p2_len "@streq x""#);
     assert_eq!(blocked_by(&rs, "GET", "/", &[], b""), Some(5), "no body: empty in both phases");
     assert_eq!(blocked_by(&rs, "POST", "/", &[FORM], b"a=1"), None, "a body: its length in phase 2");
+
+/// `%{rule.msg}` expands the rule's `msg`, which may read request data: a
+/// rule whose operator reads `%{rule.msg}` decides on the request's headers, so a request
+/// after one with another header value decides as it does alone (the replay must not pass it).
+#[test]
+fn a_rule_reading_its_own_msg_reads_the_request_data_the_msg_expands() {
+    let rs = rules(
+        r#"SecRuleEngine On
+SecRule REQUEST_METHOD "@streq %{rule.msg}" "id:1,phase:1,deny,status:403,msg:'%{REQUEST_HEADERS.x-foo}'"
+"#,
+    );
+    let go = |foo: &str| -> Option<u16> {
+        let (i, _) = run(&rs, "GET", "/x", &[("Host", "a"), ("X-Foo", foo)], b"");
+        i.map(|i| i.status)
+    };
+    // Alone (first on a fresh trace) and after the benign request, in turn.
+    assert_eq!(go("GET"), Some(403));
+    for _ in 0..3 {
+        assert_eq!(go("benign"), None);
+        assert_eq!(go("GET"), Some(403), "after a request with X-Foo: benign");
+    }
+}
+
+/// The reference engine evaluates every rule it reaches: the replay passes none, however often
+/// the same request comes, and it decides as the fast engine does.
+#[test]
+fn the_reference_passes_no_rule_and_decides_as_the_fast_engine() {
+    let text = "SecRuleEngine On\nSecRule REQUEST_HEADERS \"@contains evil\" \"id:1,phase:1,deny,status:403\"\nSecRule ARGS:n \"@gt 10\" \"id:2,phase:1,pass,nolog,setvar:tx.big=1\"\nSecRule TX:big \"@eq 1\" \"id:3,phase:1,deny,status:406\"";
+    let fast = rules(text);
+    let mut r = Ruleset::compile("test", text).unwrap_or_else(|e| panic!("{e}"));
+    r.settings.speed = crate::compile::Speed::Reference;
+    let reference = Arc::new(r);
+    let go = |rs: &Arc<Ruleset>, uri: &str, ua: &str| -> (Option<u16>, u64) {
+        let mut tx = Transaction::new(rs.clone(), "t".into());
+        tx.process_uri(uri, "GET", "HTTP/1.1");
+        tx.add_request_header(b"User-Agent", ua.as_bytes());
+        let i = tx.process_request_headers();
+        (i.map(|i| i.status), tx.replay_passed())
+    };
+    let mut fast_passed = 0;
+    for _ in 0..4 {
+        for (uri, ua) in [("/a?n=1", "ok"), ("/a?n=1", "evil"), ("/a?n=11", "ok"), ("/a?n=1", "ok")] {
+            let (want, passed) = go(&reference, uri, ua);
+            assert_eq!(passed, 0, "the reference passed a rule");
+            let (got, n) = go(&fast, uri, ua);
+            fast_passed += n;
+            assert_eq!(got, want, "{uri} {ua}");
+        }
+    }
+    assert!(fast_passed > 0, "the fast engine's replay passed rules (else the comparison shows nothing)");
 }

@@ -20,6 +20,17 @@ pub fn crs_pl4() -> &'static Arc<Ruleset> {
     })
 }
 
+/// [`crs_pl4`] in [`wafer::compile::Speed::Reference`]: what the fuzz targets compare the fast
+/// engine with.
+pub fn crs_pl4_reference() -> &'static Arc<Ruleset> {
+    static RS: std::sync::OnceLock<Arc<Ruleset>> = std::sync::OnceLock::new();
+    RS.get_or_init(|| {
+        let json = br#"{"crs":{"paranoia_level":4,"tx":{"allowed_methods":"GET HEAD POST PUT DELETE"}},"speed":"reference"}"#;
+        let waf = wafer::Waf::from_json(json).unwrap_or_else(|e| panic!("CRS config: {e}"));
+        waf.ruleset_for("localhost").unwrap_or_else(|| panic!("no default rule set"))
+    })
+}
+
 /// A parsed HTTP/1.x request (lenient, like a proxy that let it through).
 #[derive(Clone)]
 pub struct RawRequest {
