@@ -1996,6 +1996,7 @@ SecRule TX:p2_one "@eq 1" "chain"
 SecRule TX:p2_len "@streq x""#);
     assert_eq!(blocked_by(&rs, "GET", "/", &[], b""), Some(5), "no body: empty in both phases");
     assert_eq!(blocked_by(&rs, "POST", "/", &[FORM], b"a=1"), None, "a body: its length in phase 2");
+}
 
 /// `%{rule.msg}` expands the rule's `msg`, which may read request data: a
 /// rule whose operator reads `%{rule.msg}` decides on the request's headers, so a request
