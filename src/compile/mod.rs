@@ -222,14 +222,6 @@ pub struct Ruleset {
     /// Per phase list, what can be decided about each rule without reading it; the rules'
     /// numbers by id and tag (see [`quick`]).
     pub quick: quick::Index,
-    /// A request (without a body) that differs from one that passed quietly (see
-    /// `Transaction::quiet`) only in its `x-request-id` value passes quietly too, as the
-    /// transaction replay would pass every rule of it (see `tx::replay`): no rule in phases 3-5
-    /// (the response is not known when the request is decided), none whose first link reads
-    /// what such a request changes (every header value as a collection, that header by name,
-    /// volatile data, the addresses), no persistent collection, `REQUEST_PROTOCOL` unread (the
-    /// host is not asked for it). Hosts may then skip its transaction.
-    pub quiet_again: bool,
 }
 
 /// Request data a rule set may read, decided conservatively from its text: a rule set whose
@@ -933,13 +925,7 @@ impl Compiler {
             }
             false
         });
-        let quiet_again = {
-            let changed = inputs::VOLATILE | inputs::HEADERS | inputs::ADDR | inputs::PORT | inputs::RESPONSE | quick.header_keys.find(b"x-request-id");
-            let request_only = phases.get(2..).is_some_and(|p| p.iter().all(Vec::is_empty));
-            let heads_unchanged = quick.heads.get(..2).is_some_and(|h| h.iter().flatten().all(|&c| c & changed == 0));
-            request_only && heads_unchanged && !persistent && !self.mentions.protocol && !self.mentions.connection
-        };
-        Ok(Ruleset { settings: self.settings, phases, warnings: self.warnings, skip_targets, prefilter: pf.build(), persistent, mentions: self.mentions, group_slots, memo_bits, slot_words, target_sources, uid: next_uid(), init: std::sync::OnceLock::new(), hash_keys: std::sync::OnceLock::new(), tags, quiet_again, quick })
+        Ok(Ruleset { settings: self.settings, phases, warnings: self.warnings, skip_targets, prefilter: pf.build(), persistent, mentions: self.mentions, group_slots, memo_bits, slot_words, target_sources, uid: next_uid(), init: std::sync::OnceLock::new(), hash_keys: std::sync::OnceLock::new(), tags, quick })
     }
 }
 

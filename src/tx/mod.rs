@@ -558,13 +558,6 @@ impl Transaction {
         Transaction::new(rs, id)
     }
 
-    /// Whether every phase ran to the end of its rules and no rule had hits (so none wrote,
-    /// logged or decided anything): see [`Ruleset::quiet_again`] for what hosts may do with
-    /// that. For a host at the end of the transaction, after [`Transaction::process_logging`].
-    pub fn quiet(&self) -> bool {
-        self.interruption.is_none() && self.allow.is_none() && self.logs.is_empty() && self.phases_run.iter().all(|&r| r) && self.replay.no_hits()
-    }
-
     /// The rule set it runs.
     pub fn ruleset(&self) -> &Arc<Ruleset> {
         &self.rs

@@ -372,11 +372,6 @@ impl Replay {
         self.base.is_none() || self.active
     }
 
-    /// No rule had hits so far.
-    pub fn no_hits(&self) -> bool {
-        self.hits.iter().all(|&w| w == 0)
-    }
-
     /// The request of the trace this transaction follows (whether or not it still follows it).
     /// Follows `base` instead of the trace it was made with (any trace of the rule set serves:
     /// the argument above does not need the last one); only before phase 1 began, and not once
