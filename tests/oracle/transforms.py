@@ -7,9 +7,18 @@ back from the rule ids: rule 300000 + 16 * p + h is logged when hex digit p of t
 bytes; a difference is printed as both outputs, decoded from the ids.
 
 Suites:
-  html    t:htmlEntityDecode over entity names (the five ModSecurity decodes, HTML5 names that
-          must stay as they are, any case), &#DDD; and &#xHH; forms (leading zeros, out of range,
-          huge), missing semicolons, truncated entities, several in a row, text around.
+  html      t:htmlEntityDecode over entity names (the five ModSecurity decodes, HTML5 names that
+            must stay as they are, any case), &#DDD; and &#xHH; forms (leading zeros, out of range,
+            huge), missing semicolons, truncated entities, several in a row, text around.
+  uni       t:urlDecodeUni on %uXXXX: every code unit of 0000-02ff, 2000-22ff, 3000-30ff, fe00-ffff,
+            smart quotes, guillemets, full width forms in any case and with text around, random
+            ones, invalid and truncated escapes.
+  uni-map   the same with `SecUnicodeMapFile unicode.mapping 20127`, and every code unit 0000-ffff.
+  js-map    t:jsDecode on \\uXXXX with the map (which it does not use).
+  utf8, utf8-map  t:utf8toUnicode on UTF-8 text, without and with the map (which it does not use).
+The map suites need ModSecurity's unicode.mapping for ModSecurity (UNICODE_MAPPING, default
+/etc/nginx/unicode.mapping, from the Debian package libnginx-mod-http-modsecurity); wafer
+embeds the table and reads no file. Without the file they are reported as skipped.
 
     python3 tests/oracle/transforms.py [--wafer target/release/wafer] [--suite html] [--n 2000]
 
@@ -149,14 +158,81 @@ def html_values(rng, n):
         yield out[:40]
 
 
+# -- t:urlDecodeUni / t:utf8toUnicode, with and without SecUnicodeMapFile ----------
+
+# ModSecurity needs the file (wafer embeds its code page 20127 table); the Debian package
+# libnginx-mod-http-modsecurity installs it here.
+UNICODE_MAPPING = os.environ.get("UNICODE_MAPPING", "/etc/nginx/unicode.mapping")
+MAP_DIRECTIVE = [f"SecUnicodeMapFile {UNICODE_MAPPING} 20127"]
+# Code points the 20127 best-fit table maps (smart quotes, guillemets, dotless i, full width...)
+INTERESTING = [0x00ab, 0x00bb, 0x0131, 0x2018, 0x2019, 0x201c, 0x201d, 0x2032, 0x2039, 0x203a, 0x02bc, 0x02c6, 0x02dc,
+               0xff0e, 0xff1c, 0xff1e, 0xff07, 0xff02, 0xff5e, 0xff5f, 0xff00, 0x00a0, 0x00ff, 0x0100, 0x0000, 0x0041,
+               0x0141, 0x2044, 0x2215, 0x2216, 0x2260, 0x3008, 0x3009, 0xfe64, 0xfe65, 0x1d00, 0x0410, 0xfffd, 0xffff]
+
+
+def uni_values(rng, n):
+    """%uXXXX escapes: every code unit of 0000-02ff, 2000-22ff, 3000-30ff, fe00-ffff, the interesting
+    ones in any case and with text around, random ones, invalid and truncated escapes."""
+    cps = list(range(0x0000, 0x0300)) + list(range(0x2000, 0x2300)) + list(range(0x3000, 0x3100)) + list(range(0xfe00, 0x10000))
+    for c in cps:
+        yield f"%u{c:04x}"
+    for c in INTERESTING:
+        yield f"%U{c:04X}"
+        yield f"a%u{c:04x}b%{c & 0xff:02x}"
+    for v in ["%u", "%u1", "%u12", "%u123", "%u12g4", "%uff0", "%%uff0e", "%u%uff0e", "+%2b%uFF0E"]:
+        yield v
+    for _ in range(max(0, n - len(cps) - 2 * len(INTERESTING))):
+        c = rng.choice([rng.randrange(0x10000), rng.choice(INTERESTING), rng.randrange(0xff00, 0x10000)])
+        h = f"{c:04x}"
+        h = "".join(x.upper() if rng.random() < 0.3 else x for x in h)
+        yield rng.choice(["", "x", "%41", " "]) + "%" + rng.choice("uU") + h + rng.choice(["", "'", "%u0027", "1"])
+
+
+def uni_all_values(rng, n):
+    """Every %uXXXX code unit, then uni_values."""
+    for c in range(0x10000):
+        yield f"%u{c:04x}"
+    yield from uni_values(rng, n)
+
+
+def js_values(rng, n):
+    """\\uXXXX escapes for t:jsDecode (which ModSecurity decodes without the map)."""
+    for c in INTERESTING + [rng.randrange(0x10000) for _ in range(n // 4)]:
+        yield f"\\u{c:04x}"
+        yield f"a\\u{c:04X}'"
+
+
+def utf8_values(rng, n):
+    """UTF-8 text (the code points of uni_values) for t:utf8toUnicode."""
+    for c in INTERESTING + [rng.randrange(0x80, 0xd800) for _ in range(n // 2)]:
+        if c:
+            yield chr(c).encode()
+            yield b"a" + chr(c).encode() + b"'"
+
+
 SUITES = {
     # name: (transformation chain, value generator, longest output in bytes, extra directives)
     "html": (["htmlEntityDecode"], html_values, 40, []),
+    "uni": (["urlDecodeUni"], uni_values, 8, []),
+    "uni-map": (["urlDecodeUni"], uni_all_values, 8, MAP_DIRECTIVE),
+    "js-map": (["jsDecode"], js_values, 8, MAP_DIRECTIVE),
+    "utf8": (["utf8toUnicode"], utf8_values, 16, []),
+    "utf8-map": (["utf8toUnicode"], utf8_values, 16, MAP_DIRECTIVE),
 }
 
 
+def raw_bytes(v):
+    """The value's bytes (str values: latin-1, UTF-8 beyond)."""
+    if isinstance(v, bytes):
+        return v
+    try:
+        return v.encode("latin-1")
+    except UnicodeEncodeError:
+        return v.encode("utf-8")
+
+
 def request(v):
-    q = urllib.parse.quote(v.encode("latin-1") if isinstance(v, str) else v, safe="")
+    q = urllib.parse.quote(raw_bytes(v), safe="")
     return f"GET /?v={q} HTTP/1.1\r\nHost: localhost\r\nUser-Agent: oracle\r\nAccept: */*\r\n\r\n"
 
 
@@ -170,6 +246,10 @@ def run(cmd, items):
 
 def run_suite(name, wafer_bin, n, seed, verbose):
     chain, gen, max_out, extra = SUITES[name]
+    if extra is MAP_DIRECTIVE and not os.path.isfile(UNICODE_MAPPING):
+        print(f"transforms {name}: SKIPPED, ModSecurity needs {UNICODE_MAPPING} (set UNICODE_MAPPING; "
+              "apt-get download libnginx-mod-http-modsecurity has it)")
+        return True
     rng = random.Random(seed)
     values = list(dict.fromkeys(gen(rng, n)))
     items = [{"id": f"{name}-{i}", "value": v, "raw": base64.b64encode(request(v).encode()).decode()}
@@ -188,7 +268,7 @@ def run_suite(name, wafer_bin, n, seed, verbose):
         mo = decode_ids(m or [])
         if mo is None:
             unreadable += 1
-        elif mo != it["value"].encode("latin-1"):
+        elif mo != raw_bytes(it["value"]):
             changed += 1
         if w != m or mo is None:
             failed.append((it, decode_ids(w or []), mo))
