@@ -402,6 +402,9 @@ struct Compiler {
     /// each lookup counts only the newlines since the previous one.
     line_memo: (usize, usize, usize),
     mentions: Mentions,
+    /// `SecUnicodeMapFile ... 20127` seen: every `t:urlDecodeUni` uses the best-fit map
+    /// (rule-set wide, whatever the order, as in libmodsecurity).
+    unicode_map: bool,
 }
 
 enum Removal {
@@ -430,7 +433,7 @@ const IGNORED_DIRECTIVES: &[&str] = &[
     "secauditengine", "secauditlog", "secauditlog2", "secauditlogparts", "secauditlogrelevantstatus", "secauditlogstorage_dir",
     "secauditlogstoragedir", "secauditlogtype", "secauditlogformat", "secauditlogdirmode", "secauditlogfilemode", "secdebuglog",
     "secdebugloglevel", "sectmpdir", "secdatadir", "secuploaddir", "secuploadkeepfiles", "secuploadfilemode", "secuploadfilelimit",
-    "seccollectiontimeout", "secargumentseparator", "seccookieformat", "secunicodemapfile", "secstatusengine", "secpcrematchlimit",
+    "seccollectiontimeout", "secargumentseparator", "seccookieformat", "secstatusengine", "secpcrematchlimit",
     "secpcrematchlimitrecursion", "secrequestbodyinmemorylimit", "sectmpsaveuploadedfiles", "secconnengine", "sechttpblkey",
     "secremoterules", "secremoterulesfailaction", "secgeolookupdb", "secgsblookupdb", "secxmlexternalentity", "secserversignature",
     "secwebappid", "secsensorid", "seccachetransformations", "secresponsebodyinmemorylimit", "secinterceptonerror", "secunicodecodepage",
@@ -512,6 +515,16 @@ impl Compiler {
                 "secrequestbodyjsondepthlimit" => {
                     need_args(1)?;
                     setting(parse_size(arg(0)).map(|v| self.settings.request_body_json_depth_limit = v))?;
+                }
+                "secunicodemapfile" => {
+                    // The file is not read: the map of code page 20127 is embedded
+                    // (src/transforms/unicode_map_file.rs).
+                    need_args(2)?;
+                    let cp = crate::transforms::unicode_map_file::CODE_PAGE;
+                    if arg(1).trim().parse::<u32>().ok() != Some(cp) {
+                        return Err(at(arg_at(1), format!("{}: code page \"{}\" is not embedded: only {cp} (US-ASCII) is, as in ModSecurity's recommended configuration", d.name, arg(1))));
+                    }
+                    self.unicode_map = true;
                 }
                 "secargumentslimit" => {
                     need_args(1)?;
@@ -837,7 +850,13 @@ impl Compiler {
         let mut target_sources: Vec<crate::vars::Source> = Vec::new();
         let mut tags: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
         let mut ops: std::collections::HashMap<(String, String), u32> = std::collections::HashMap::new();
+        let unicode_map = self.unicode_map;
         let mut intern = |r: &mut Rule| {
+            if unicode_map {
+                for t in r.transforms.iter_mut().filter(|t| **t == Transform::UrlDecodeUni) {
+                    *t = Transform::UrlDecodeUniMap;
+                }
+            }
             r.tag_ids = r.tags.iter().map(|t| number(&mut tags, t.clone())).collect();
             r.chain_id = number(&mut chains, r.transforms.clone());
             r.step_triggers = r.transforms.iter().map(|t| t.trigger()).collect();

@@ -48,6 +48,8 @@ mod trim_right;
 mod uppercase;
 mod url_decode;
 mod url_decode_uni;
+mod unicode_map_20127;
+pub(crate) mod unicode_map_file;
 mod url_encode;
 mod utf8_to_unicode;
 
@@ -84,7 +86,7 @@ pub use trim_left::trim_left;
 pub use trim_right::trim_right;
 pub use uppercase::uppercase;
 pub use url_decode::url_decode;
-pub use url_decode_uni::url_decode_uni;
+pub use url_decode_uni::{url_decode_uni, url_decode_uni_map};
 pub use url_encode::url_encode;
 pub use utf8_to_unicode::utf8_to_unicode;
 
@@ -95,6 +97,9 @@ pub enum Transform {
     Uppercase,
     UrlDecode,
     UrlDecodeUni,
+    /// `t:urlDecodeUni` when the rule set has `SecUnicodeMapFile ... 20127` (the compiler puts
+    /// it in place of every `UrlDecodeUni`; no SecLang name of its own, not in [`Transform::ALL`]).
+    UrlDecodeUniMap,
     UrlEncode,
     Utf8ToUnicode,
     HtmlEntityDecode,
@@ -228,7 +233,7 @@ impl Transform {
             Transform::Lowercase => "lowercase",
             Transform::Uppercase => "uppercase",
             Transform::UrlDecode => "urlDecode",
-            Transform::UrlDecodeUni => "urlDecodeUni",
+            Transform::UrlDecodeUni | Transform::UrlDecodeUniMap => "urlDecodeUni",
             Transform::UrlEncode => "urlEncode",
             Transform::Utf8ToUnicode => "utf8toUnicode",
             Transform::HtmlEntityDecode => "htmlEntityDecode",
@@ -296,7 +301,7 @@ impl Transform {
         match self {
             Transform::Lowercase => set(&[], true, false, false),
             Transform::Uppercase => set(&[], false, true, false),
-            Transform::UrlDecode | Transform::UrlDecodeUni => set(&[b"%+"], false, false, false),
+            Transform::UrlDecode | Transform::UrlDecodeUni | Transform::UrlDecodeUniMap => set(&[b"%+"], false, false, false),
             Transform::Utf8ToUnicode => set(&[], false, false, true),
             Transform::HtmlEntityDecode => set(&[b"&"], false, false, false),
             Transform::JsDecode | Transform::CssDecode | Transform::EscapeSeqDecode => set(&[b"\\"], false, false, false),
@@ -318,6 +323,7 @@ impl Transform {
             Transform::Uppercase => uppercase(input),
             Transform::UrlDecode => url_decode(input),
             Transform::UrlDecodeUni => url_decode_uni(input),
+            Transform::UrlDecodeUniMap => url_decode_uni_map(input),
             Transform::UrlEncode => url_encode(input),
             Transform::Utf8ToUnicode => utf8_to_unicode(input),
             Transform::HtmlEntityDecode => html_entity_decode(input),
@@ -531,7 +537,7 @@ mod trigger_tests {
     #[test]
     fn values_without_trigger_bytes_are_unchanged() {
         let mut next = crate::test_rng(0x2545_f491_4f6c_dd1du64);
-        for &t in Transform::ALL {
+        for &t in Transform::ALL.iter().chain(&[Transform::UrlDecodeUniMap]) {
             let Some(trig) = t.trigger() else { continue };
             let allowed: Vec<u8> = (0..=255u8).filter(|b| trig[usize::from(b >> 6)] & (1u64 << (b & 63)) == 0).collect();
             assert!(!allowed.is_empty(), "{}", t.name());

@@ -1,13 +1,24 @@
 //! `t:urlDecodeUni`: like `urlDecode`, plus the IIS `%uHHHH` form (`u` or
 //! `U`). A `%uHHHH` escape becomes one byte: the low byte of the code unit,
 //! except that full-width ASCII U+FF01..U+FF5E maps to 0x21..0x7E
-//! (libmodsecurity without a `SecUnicodeMapFile`). An invalid or truncated
-//! `%u` escape keeps the two bytes `%u` and continues after them.
+//! (libmodsecurity without a `SecUnicodeMapFile`). With `SecUnicodeMapFile ... 20127`
+//! ([`url_decode_uni_map`]) a code unit the best-fit map has becomes the map's byte
+//! (`unicode_map_file.rs`). An invalid or truncated `%u` escape keeps the two bytes `%u`
+//! and continues after them.
 
-use super::{is_hex, unicode_low_byte, x2c, LazyOut};
+use super::{is_hex, unicode_low_byte, unicode_map_file, x2c, LazyOut};
 use std::borrow::Cow;
 
 pub fn url_decode_uni(input: &[u8]) -> Cow<'_, [u8]> {
+    decode(input, false)
+}
+
+/// `t:urlDecodeUni` under `SecUnicodeMapFile ... 20127`.
+pub fn url_decode_uni_map(input: &[u8]) -> Cow<'_, [u8]> {
+    decode(input, true)
+}
+
+fn decode(input: &[u8], map: bool) -> Cow<'_, [u8]> {
     if !input.iter().any(|&b| b == b'%' || b == b'+') {
         return Cow::Borrowed(input);
     }
@@ -24,7 +35,9 @@ pub fn url_decode_uni(input: &[u8]) -> Cow<'_, [u8]> {
                         Some(&[h1, h2, h3, h4])
                             if is_hex(h1) && is_hex(h2) && is_hex(h3) && is_hex(h4) =>
                         {
-                            out.push(unicode_low_byte(h1, h2, h3, h4));
+                            let code = u16::from_be_bytes([x2c(h1, h2), x2c(h3, h4)]);
+                            let mapped = if map { unicode_map_file::best_fit(code) } else { None };
+                            out.push(mapped.unwrap_or_else(|| unicode_low_byte(h1, h2, h3, h4)));
                             i += 6;
                         }
                         _ => {
@@ -58,4 +71,19 @@ pub fn url_decode_uni(input: &[u8]) -> Cow<'_, [u8]> {
         }
     }
     out.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn map_changes_only_code_units_it_has() {
+        // libmodsecurity 3.0.15, with and without `SecUnicodeMapFile unicode.mapping 20127`.
+        let input = b"%u2018%U201D%u00ab%u00BB%u0131%uff0e%uFF61%u3002%u0041%u0410%uff5f%ufF1c%u12%u";
+        assert_eq!(url_decode_uni_map(input).as_ref(), b"'\"<>i...A\x10\x5f<%u12%u");
+        assert_eq!(url_decode_uni(input).as_ref(), b"\x18\x1d\xab\xbb\x31.a\x02A\x10\x5f<%u12%u");
+        // Plain %XX and + are untouched by the map.
+        assert_eq!(url_decode_uni_map(b"%ab+%2e").as_ref(), b"\xab .");
+    }
 }

@@ -218,6 +218,28 @@ fn body_over_no_files_limit_is_a_body_error() {
     assert_eq!(run(&raised, "POST", "/", &[FORM], &form(200_000)).0, None);
 }
 
+/// `SecUnicodeMapFile unicode.mapping 20127`: `t:urlDecodeUni` decodes `%u2018` (a smart
+/// quote) to `'` and `%u00ab` to `<` as libmodsecurity 3.0.15 with the map (without: 0x18, 0xab),
+/// in every rule of the set, whether the directive comes before or after the rule.
+#[test]
+fn unicode_map_file_changes_url_decode_uni() {
+    let rule = "SecRuleEngine On\nSecRule ARGS:q \"@rx ^'<i$\" \"id:1,phase:1,deny,t:none,t:urlDecodeUni\"";
+    let uri = "/?q=%25u2018%25u00ab%25u0131";
+    assert_eq!(blocked_by(&rules(rule), "GET", uri, &[], b""), None);
+    for text in [format!("SecUnicodeMapFile unicode.mapping 20127\n{rule}"), format!("{rule}\nSecUnicodeMapFile /etc/modsecurity/unicode.mapping 20127")] {
+        let rs = rules(&text);
+        assert!(rs.warnings.iter().all(|w| !w.contains("SecUnicodeMapFile")), "{:?}", rs.warnings);
+        assert_eq!(blocked_by(&rs, "GET", uri, &[], b""), Some(1), "{text}");
+        // Other transformations do not use the map.
+        let js = format!("{text}\nSecRule ARGS:j \"@rx '\" \"id:2,phase:1,deny,t:none,t:jsDecode,t:utf8toUnicode\"");
+        assert_eq!(blocked_by(&rules(&js), "GET", "/?j=%5Cu2018", &[], b""), None);
+    }
+    for bad in ["SecUnicodeMapFile unicode.mapping 1252", "SecUnicodeMapFile unicode.mapping", "SecUnicodeMapFile unicode.mapping x"] {
+        let e = Ruleset::compile("test", bad).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(e.contains("SecUnicodeMapFile"), "{bad}: {e}");
+    }
+}
+
 /// Rules 200003 (MULTIPART_STRICT_ERROR) and 200004 of @recommended-conf, as
 /// modsecurity.conf-recommended: a bare-LF multipart body gets 400 as in libmodsecurity 3.0.15.
 #[test]

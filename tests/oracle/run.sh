@@ -42,4 +42,6 @@ fi
 
 # The operators the CRS does not use (@verifyCC/SSN/CPF/SVNR) on generated values first.
 "$py" "$here/operators.py" --wafer "$WAFER_BIN" || { echo "0 passed, 1 failed"; exit 1; }
+# Transformation outputs, byte for byte, on generated values (transforms.py).
+"$py" "$here/transforms.py" --wafer "$WAFER_BIN" || { echo "0 passed, 1 failed"; exit 1; }
 exec "$py" "$here/compare.py" --wafer "$WAFER_BIN" --crs "$CRS_DIR" "$@"
