@@ -244,8 +244,9 @@ def main():
             ready = time.monotonic() - t0
             blob, binary, errors = None, None, []
             # Envoy is stopped while its memory is read (its threads would change mappings and
-            # buffers between the reads of one scan); a failed scan is tried again.
-            for attempt in range(3):
+            # buffers between the reads of one scan); a failed scan is tried again (on a busy
+            # machine V8 may still hold a second, older serialization for a while).
+            for attempt in range(8):
                 os.killpg(proc.pid, signal.SIGSTOP)
                 try:
                     for pid in envoy_pids(proc):
@@ -259,7 +260,7 @@ def main():
                     os.killpg(proc.pid, signal.SIGCONT)
                 if blob is not None:
                     break
-                time.sleep(0.5)
+                time.sleep(1.0)
             if blob is None:
                 raise RuntimeError("; ".join(errors))
         except RuntimeError as e:
