@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use wafer::compile::Speed;
-use wafer::{BodyAppend, Ruleset, Transaction};
+use wafer::{Ruleset, Transaction};
 
 use crate::crs::{check, native};
 
@@ -36,17 +36,7 @@ fn start(rs: &Arc<Ruleset>, reqs: &[native::RawRequest], n: usize) -> InFlight {
     for (k, v) in &req.headers {
         tx.add_request_header(k, v);
     }
-    let mut interrupted = tx.process_request_headers();
-    if interrupted.is_none() {
-        if tx.request_body_access() && !req.body.is_empty() {
-            if let BodyAppend::Interrupt(i) = tx.append_request_body(&req.body) {
-                interrupted = Some(i);
-            }
-        }
-        if interrupted.is_none() {
-            interrupted = tx.process_request_body();
-        }
-    }
+    let interrupted = native::request_phases(&mut tx, req);
     InFlight { tx, req: n, status: interrupted.map(|i| i.status) }
 }
 

@@ -135,6 +135,20 @@ pub fn response_block<'a>(status: u16, headers: impl Iterator<Item = (&'a [u8], 
     wafer::body::pairs::block_of(&pairs)
 }
 
+/// Phases 1 and 2 of `req` (its URI and headers already given to `tx`): the body given whole
+/// when the rule set reads it; the interruption, if any.
+pub fn request_phases(tx: &mut Transaction, req: &RawRequest) -> Option<wafer::Interruption> {
+    if let Some(i) = tx.process_request_headers() {
+        return Some(i);
+    }
+    if tx.request_body_access() && !req.body.is_empty() {
+        if let BodyAppend::Interrupt(i) = tx.append_request_body(&req.body) {
+            return Some(i);
+        }
+    }
+    tx.process_request_body()
+}
+
 fn execute(rs: &Arc<Ruleset>, req: &RawRequest, replay: bool, upstream: Option<&Response>, blocks: bool) -> (Observed, Vec<(String, Vec<u8>)>, u64) {
     let mut tx = Transaction::new(rs.clone(), "native".into());
     tx.set_time_ms(crate::now_ms());
@@ -152,17 +166,7 @@ fn execute(rs: &Arc<Ruleset>, req: &RawRequest, replay: bool, upstream: Option<&
         }
     }
     let mut status: u16;
-    let mut interrupted = tx.process_request_headers();
-    if interrupted.is_none() {
-        if tx.request_body_access() && !req.body.is_empty() {
-            if let BodyAppend::Interrupt(i) = tx.append_request_body(&req.body) {
-                interrupted = Some(i);
-            }
-        }
-        if interrupted.is_none() {
-            interrupted = tx.process_request_body();
-        }
-    }
+    let interrupted = request_phases(&mut tx, req);
     let mut response = Vec::new();
     if let Some(i) = &interrupted {
         status = i.status;
