@@ -132,6 +132,14 @@ pub struct Difference {
     pub reference: Option<Outcome>,
 }
 
+/// The rules of `text` compiled twice: in the fast speed and in the reference speed.
+pub fn pair(name: &str, text: &str) -> Result<(Arc<Ruleset>, Arc<Ruleset>), String> {
+    let fast = Ruleset::compile(name, text).map_err(|e| e.to_string())?;
+    let mut reference = Ruleset::compile(name, text).map_err(|e| e.to_string())?;
+    reference.settings.speed = Speed::Reference;
+    Ok((Arc::new(fast), Arc::new(reference)))
+}
+
 /// Runs `reqs` through `fast` in every order of [`orders`] and once through `reference`
 /// (the reference keeps nothing across requests: one order is every order); the differences.
 pub fn compare(fast: &Arc<Ruleset>, reference: &Arc<Ruleset>, reqs: &[native::RawRequest]) -> Vec<Difference> {
@@ -154,10 +162,7 @@ mod tests {
     use super::*;
 
     fn pair(text: &str) -> (Arc<Ruleset>, Arc<Ruleset>) {
-        let fast = Ruleset::compile("t", text).unwrap_or_else(|e| panic!("{e}"));
-        let mut reference = Ruleset::compile("t", text).unwrap_or_else(|e| panic!("{e}"));
-        reference.settings.speed = Speed::Reference;
-        (Arc::new(fast), Arc::new(reference))
+        super::pair("t", text).unwrap_or_else(|e| panic!("{e}"))
     }
 
     fn get(foo: &str) -> native::RawRequest {

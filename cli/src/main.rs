@@ -720,11 +720,7 @@ fn differential(args: &[String]) -> Result<(), String> {
     }
     let (fast, reference) = match &config {
         None => {
-            let text = wafer_cli::crs::TEST_SETUP.join("\n");
-            let fast = Ruleset::compile("crs-test", &text).map_err(|e| e.to_string())?;
-            let mut reference = Ruleset::compile("crs-test", &text).map_err(|e| e.to_string())?;
-            reference.settings.speed = wafer::compile::Speed::Reference;
-            (Arc::new(fast), Arc::new(reference))
+            wafer_cli::differential::pair("crs-test", &wafer_cli::crs::TEST_SETUP.join("\n"))?
         }
         Some(path) => {
             let json = read(path)?;

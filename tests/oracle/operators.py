@@ -135,11 +135,12 @@ def corpus(n, seed):
         yield {"id": f"op-{i}", "raw": base64.b64encode(raw.encode()).decode(), "value": v}
 
 
-def run(cmd, items):
+def run(cmd, items, who="operators"):
+    """`cmd` (`wafer ids` or modsec_ids.py) on the requests `items`: the rule ids per request id."""
     inp = "".join(json.dumps({"id": it["id"], "raw": it["raw"]}) + "\n" for it in items)
     r = subprocess.run(cmd, input=inp, capture_output=True, text=True)
     if r.returncode != 0:
-        sys.exit(f"operators: {' '.join(cmd)} failed ({r.returncode}):\n{r.stderr[-2000:]}")
+        sys.exit(f"{who}: {' '.join(cmd)} failed ({r.returncode}):\n{r.stderr[-2000:]}")
     return {o["id"]: o["ids"] for o in map(json.loads, r.stdout.splitlines())}
 
 

@@ -33,10 +33,11 @@ import base64
 import json
 import os
 import random
-import subprocess
 import sys
 import tempfile
 import urllib.parse
+
+import operators  # tests/oracle/operators.py: run (wafer ids / modsec_ids.py on requests)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -240,11 +241,7 @@ def request(v):
 
 
 def run(cmd, items):
-    inp = "".join(json.dumps({"id": it["id"], "raw": it["raw"]}) + "\n" for it in items)
-    r = subprocess.run(cmd, input=inp, capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit(f"transforms: {' '.join(cmd)} failed ({r.returncode}):\n{r.stderr[-2000:]}")
-    return {o["id"]: o["ids"] for o in map(json.loads, r.stdout.splitlines())}
+    return operators.run(cmd, items, "transforms")
 
 
 def run_suite(name, wafer_bin, n, seed, verbose):
