@@ -325,17 +325,21 @@ replay-check: tools-rust
 # Fast against reference (src/compile Speed): the CRS test stages, the oracle's requests and
 # the realistic corpus through a long-lived fast engine in 6 orders (file order, reversed, each
 # twice, shuffled, 2 and 3 in flight) must end as through the reference engine: same status,
-# same matched rule ids (cli/src/differential.rs).
+# same matched rule ids (cli/src/differential.rs). `wafer candidates`: every rule the reference
+# engine matched on the CRS test stages and the oracle's requests is a candidate of the
+# values' index (src/tx/candidates.rs) or a rule that always runs.
 .PHONY: differential
 differential: tools-rust
 	$(CARGO) build --release -p wafer-cli -j $(JOBS)
 	target/release/wafer differential
+	target/release/wafer candidates
 	python3 bench/realistic.py write
 	python3 -c 'import json,sys; sys.path.insert(0,"bench"); import realistic; json.dump(realistic.crs_pl1_config(), open("target/realistic/pl1.json","w"))'
 	target/release/wafer differential --config target/realistic/pl1.json --jsonl target/realistic/requests.jsonl
 	@if [ -x .venv-oracle/bin/python ]; then \
 	  WAFER_BIN=target/release/wafer .venv-oracle/bin/python tests/oracle/requests_jsonl.py target/oracle-requests.jsonl && \
-	  target/release/wafer differential --jsonl target/oracle-requests.jsonl; \
+	  target/release/wafer differential --jsonl target/oracle-requests.jsonl && \
+	  target/release/wafer candidates --jsonl target/oracle-requests.jsonl; \
 	else echo "differential: the oracle's requests need .venv-oracle (make oracle makes it)"; exit 1; fi
 
 bounds: tools wasm native

@@ -1,6 +1,7 @@
 //! Library side of the `wafer` command: the CRS regression runner (go-ftw
 //! compatible) and its helpers, shared with the end-to-end tests.
 pub mod crs;
+pub mod candidates;
 pub mod differential;
 
 /// The wall clock for transactions' `TIME*` variables and persistent collections (the engine

@@ -42,7 +42,12 @@ fn usage() -> ExitCode {
                                     {{id, raw (base64)}} of each FILE through a long-lived fast engine in 6 orders
                                     (file order, reversed, each twice, shuffled, 2 and 3 in flight) and the
                                     reference engine (\"speed\": \"reference\"): the same status and matched rule ids
-                                    (without --config: the CRS test setup; with it, its default rule set)"
+                                    (without --config: the CRS test setup; with it, its default rule set)
+  wafer candidates [--config CONFIG.json] [--tests DIR] [--jsonl FILE]...
+                                    the candidate rules of phases 1 and 2 from each request's distinct values
+                                    (wafer::tx::candidates), checked against the reference engine: every rule
+                                    that matched must be a candidate or always run; per request: rules, candidates,
+                                    values, distinct (value, chain) pairs, steps skipped by byte class, scans"
     );
     ExitCode::from(2)
 }
@@ -83,6 +88,7 @@ fn main() -> ExitCode {
         Some("ids") if args.len() == 2 => ids(&args[1]),
         Some("replay-check") => replay_check(&args[1..]),
         Some("differential") => differential(&args[1..]),
+        Some("candidates") => candidates(&args[1..]),
         _ => return usage(),
     };
     match result {
@@ -703,10 +709,11 @@ fn crs_requests(args: &[String]) -> Result<(), String> {
     Ok(())
 }
 
-/// `wafer differential`: see [`wafer_cli::differential`].
-fn differential(args: &[String]) -> Result<(), String> {
+/// The rule sets (fast, reference) and request sources of `wafer differential` and `wafer
+/// candidates`: `[--config CONFIG.json] [--tests DIR] [--jsonl FILE]...`.
+type Sources = Vec<(String, Vec<wafer_cli::crs::native::RawRequest>)>;
+fn corpus_args(cmd: &str, args: &[String]) -> Result<(Arc<wafer::Ruleset>, Arc<wafer::Ruleset>, Sources), String> {
     use wafer_cli::crs::{ftw, native};
-    use wafer_cli::differential;
     let (mut config, mut tests, mut files) = (None, None, Vec::new());
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -715,7 +722,7 @@ fn differential(args: &[String]) -> Result<(), String> {
             "--config" => config = Some(value()?),
             "--tests" => tests = Some(value()?),
             "--jsonl" => files.push(value()?),
-            _ => return Err(format!("differential: unknown argument {a}")),
+            _ => return Err(format!("{cmd}: unknown argument {a}")),
         }
     }
     let (fast, reference) = match &config {
@@ -747,6 +754,43 @@ fn differential(args: &[String]) -> Result<(), String> {
         }
         sources.push((f.clone(), reqs));
     }
+    Ok((fast, reference, sources))
+}
+
+/// `wafer candidates`: see [`wafer_cli::candidates`].
+fn candidates(args: &[String]) -> Result<(), String> {
+    let (_, reference, sources) = corpus_args("candidates", args)?;
+    let always = wafer_cli::candidates::always(&reference);
+    println!("{} rules of phases 1-2 always run (no requirement the values decide):", always.len());
+    for l in &always {
+        println!("  {l}");
+    }
+    let mut missed = 0;
+    for (name, reqs) in &sources {
+        if reqs.is_empty() {
+            return Err(format!("{name}: no requests"));
+        }
+        let started = std::time::Instant::now();
+        let report = wafer_cli::candidates::check(&reference, reqs);
+        for m in report.misses.iter().take(20) {
+            println!("MISSED {name} request {}: rule {} (phase {}) matched but was no candidate", m.request, m.rule, m.phase);
+        }
+        println!("{name}: {} requests, {} matched rules outside the candidates ({:.1} s); per request:", reqs.len(), report.misses.len(), started.elapsed().as_secs_f64());
+        for l in report.lines() {
+            println!("  {l}");
+        }
+        missed += report.misses.len();
+    }
+    if missed > 0 {
+        return Err(format!("{missed} matched rules were not candidates"));
+    }
+    Ok(())
+}
+
+/// `wafer differential`: see [`wafer_cli::differential`].
+fn differential(args: &[String]) -> Result<(), String> {
+    use wafer_cli::differential;
+    let (fast, reference, sources) = corpus_args("differential", args)?;
     let mut failed = 0;
     for (name, reqs) in &sources {
         let started = std::time::Instant::now();

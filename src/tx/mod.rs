@@ -8,6 +8,7 @@
 
 pub mod budget;
 mod cache;
+pub mod candidates;
 pub(crate) use crate::fx::Fx;
 mod eval;
 mod log;
