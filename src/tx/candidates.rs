@@ -90,21 +90,96 @@ pub fn kind(r: &Rule, q: Option<&Quick>) -> Kind {
     }
 }
 
-/// The per-phase tables: distinct values, their transformed forms and scans.
-struct Tables {
-    /// Distinct values (by bytes) -> their number, and by number.
-    ids: HashMap<Vec<u8>, u32>,
-    vals: Vec<Vec<u8>>,
-    /// By value number: its byte set.
+/// A byte string's hash, keyed by the rule set's keys (values are the attacker's).
+fn hash_of(keys: (u64, u64), v: &[u8]) -> u64 {
+    use std::hash::Hasher;
+    let mut h = siphasher::sip::SipHasher13::new_with_keys(keys.0, keys.1);
+    h.write(v);
+    h.finish()
+}
+
+type FxMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<crate::fx::Fx>>;
+
+/// The per-phase tables: distinct values, their transformed forms and scans, all by number.
+struct Tables<'a> {
+    keys: (u64, u64),
+    words: usize,
+    /// Distinct values by number, their byte sets, and a table of their numbers by bytes.
+    vals: Vec<std::borrow::Cow<'a, [u8]>>,
     bytes: Vec<[u64; 4]>,
-    /// (value, chain id, multiMatch) -> what its forms satisfy.
-    pairs: HashMap<(u32, u32, bool), Satisfied>,
-    /// Distinct transformed forms -> what they satisfy.
-    scans: HashMap<Vec<u8>, Satisfied>,
-    /// By target id (`Rule::target_sigs`): the value numbers it gives.
-    targets: HashMap<u32, Vec<u32>>,
-    /// (target list signature, chain id, multiMatch) -> the union of its values' scans.
-    groups: HashMap<(u32, u32, bool), Satisfied>,
+    by_bytes: hashbrown::HashTable<u32>,
+    /// By value number: the number of its own scan in `sats`, once made.
+    raw_scan: Vec<u32>,
+    /// Distinct transformed forms (that differ from their value) and their scans' numbers.
+    forms: Vec<Vec<u8>>,
+    form_scan: Vec<u32>,
+    by_form: hashbrown::HashTable<u32>,
+    /// Scans (and unions of a value's multiMatch forms) by number.
+    sats: Vec<Satisfied>,
+    /// (value, chain id, multiMatch) -> the number in `sats` of what its forms satisfy.
+    pairs: FxMap<(u32, u32, bool), u32>,
+    /// By target id (`Rule::target_sigs`): its value numbers, `ids[from..to]`.
+    targets: FxMap<u32, (u32, u32)>,
+    ids: Vec<u32>,
+    /// (target list signature, chain id, multiMatch) -> whether its union has each requirement
+    /// (the union itself, by number in `sats`).
+    groups: FxMap<(u32, u32, bool), u32>,
+    /// Scans made.
+    scanned: usize,
+}
+
+const NONE: u32 = u32::MAX;
+
+impl<'a> Tables<'a> {
+    /// The number of value `v` (a new one when its bytes are new).
+    fn value(&mut self, v: std::borrow::Cow<'a, [u8]>) -> u32 {
+        let h = hash_of(self.keys, &v);
+        let (vals, keys) = (&self.vals, self.keys);
+        if let Some(&id) = self.by_bytes.find(h, |&id| vals.get(id as usize).is_some_and(|x| **x == *v)) {
+            return id;
+        }
+        let id = self.vals.len() as u32;
+        self.bytes.push(byte_set(&v));
+        self.raw_scan.push(NONE);
+        self.vals.push(v);
+        let vals = &self.vals;
+        self.by_bytes.insert_unique(h, id, |&i| vals.get(i as usize).map_or(0, |x| hash_of(keys, x)));
+        id
+    }
+
+    /// The scan of value `id` as it is.
+    fn raw_scan(&mut self, rs: &crate::compile::Ruleset, id: u32) -> u32 {
+        let known = self.raw_scan.get(id as usize).copied().unwrap_or(NONE);
+        if known != NONE {
+            return known;
+        }
+        let s = rs.prefilter.scan(self.vals.get(id as usize).map_or(&[][..], |v| &v[..]));
+        self.scanned += 1;
+        let n = self.sats.len() as u32;
+        self.sats.push(s);
+        if let Some(slot) = self.raw_scan.get_mut(id as usize) {
+            *slot = n;
+        }
+        n
+    }
+
+    /// The scan of a transformed form, once per distinct form.
+    fn form_scan(&mut self, rs: &crate::compile::Ruleset, form: Vec<u8>) -> u32 {
+        let h = hash_of(self.keys, &form);
+        let forms = &self.forms;
+        if let Some(&f) = self.by_form.find(h, |&f| forms.get(f as usize).is_some_and(|x| *x == form)) {
+            return self.form_scan.get(f as usize).copied().unwrap_or(NONE);
+        }
+        let n = self.sats.len() as u32;
+        self.sats.push(rs.prefilter.scan(&form));
+        self.scanned += 1;
+        let f = self.forms.len() as u32;
+        self.forms.push(form);
+        self.form_scan.push(n);
+        let (forms, keys) = (&self.forms, self.keys);
+        self.by_form.insert_unique(h, f, |&i| forms.get(i as usize).map_or(0, |x| hash_of(keys, x)));
+        n
+    }
 }
 
 impl Transaction {
@@ -115,8 +190,23 @@ impl Transaction {
         let rs = self.rs.clone();
         let Some(list) = usize::from(phase).checked_sub(1).and_then(|i| rs.phases.get(i)) else { return p };
         let quick = usize::from(phase).checked_sub(1).and_then(|i| rs.quick.phases.get(i));
-        let words = rs.prefilter.words;
-        let mut tabs = Tables { ids: HashMap::new(), vals: Vec::new(), bytes: Vec::new(), pairs: HashMap::new(), scans: HashMap::new(), targets: HashMap::new(), groups: HashMap::new() };
+        let mut tabs = Tables {
+            keys: rs.hash_keys(),
+            words: rs.prefilter.words,
+            vals: Vec::new(),
+            bytes: Vec::new(),
+            by_bytes: hashbrown::HashTable::new(),
+            raw_scan: Vec::new(),
+            forms: Vec::new(),
+            form_scan: Vec::new(),
+            by_form: hashbrown::HashTable::new(),
+            sats: Vec::new(),
+            pairs: FxMap::default(),
+            targets: FxMap::default(),
+            ids: Vec::new(),
+            groups: FxMap::default(),
+            scanned: 0,
+        };
         for (i, e) in list.iter().enumerate() {
             let Entry::Rule(r) = e else {
                 p.entries.push(None);
@@ -137,89 +227,113 @@ impl Transaction {
                     p.indexed += 1;
                     let (Some(sig), Some(req)) = (r.target_sig, r.prefilter) else { continue };
                     let key = (sig, r.chain_id, r.multi_match);
-                    if !tabs.groups.contains_key(&key) {
-                        let u = self.group_union(r, &mut tabs, &mut p, words);
-                        tabs.groups.insert(key, u);
-                    }
-                    let hit = tabs.groups.get(&key).is_none_or(|u| u.has(req));
+                    let u = match tabs.groups.get(&key) {
+                        Some(&u) => u,
+                        None => {
+                            let u = self.group_union(&rs, r, &mut tabs, &mut p);
+                            tabs.groups.insert(key, u);
+                            u
+                        }
+                    };
+                    let hit = tabs.sats.get(u as usize).is_none_or(|u| u.has(req));
                     p.candidates += usize::from(hit);
                     hit
                 }
             };
             p.entries.push(Some((k, may)));
         }
-        p.distinct_values = tabs.bytes.len();
-        p.scans = tabs.scans.len();
+        p.distinct_values = tabs.vals.len();
+        p.scans = tabs.scanned;
         p.pairs = tabs.pairs.len();
         p
     }
 
     /// The union of the scans of `r`'s values' transformed forms (for multiMatch, every
-    /// form the operator sees).
-    fn group_union(&self, r: &Rule, tabs: &mut Tables, p: &mut Picture, words: usize) -> Satisfied {
-        let mut union = Satisfied::none(words);
+    /// form the operator sees), by number in `tabs.sats`.
+    fn group_union<'a>(&'a self, rs: &crate::compile::Ruleset, r: &Rule, tabs: &mut Tables<'a>, p: &mut Picture) -> u32 {
+        let mut union = Satisfied::none(tabs.words);
+        let mut vals = Vec::new();
         for (target, &ts) in r.targets.iter().zip(&r.target_sigs) {
-            if !tabs.targets.contains_key(&ts) {
-                let mut vals = Vec::new();
-                super::eval::collect(self, target, None, &mut vals);
-                let mut ids = Vec::with_capacity(vals.len());
-                for v in &vals {
-                    let next = tabs.bytes.len() as u32;
-                    let id = *tabs.ids.entry(v.value.to_vec()).or_insert(next);
-                    if id == next {
-                        tabs.bytes.push(byte_set(&v.value));
-                        tabs.vals.push(v.value.to_vec());
+            let (from, to) = match tabs.targets.get(&ts) {
+                Some(&range) => range,
+                None => {
+                    vals.clear();
+                    super::eval::collect(self, target, None, &mut vals);
+                    let from = tabs.ids.len() as u32;
+                    for v in vals.drain(..) {
+                        let id = tabs.value(v.value);
+                        tabs.ids.push(id);
                     }
-                    ids.push(id);
+                    let range = (from, tabs.ids.len() as u32);
+                    tabs.targets.insert(ts, range);
+                    range
                 }
-                tabs.targets.insert(ts, ids);
-            }
-            let ids = tabs.targets.get(&ts).cloned().unwrap_or_default();
-            p.values += ids.len();
-            for id in ids {
+            };
+            p.values += (to - from) as usize;
+            for at in from..to {
+                let Some(&id) = tabs.ids.get(at as usize) else { continue };
                 let key = (id, r.chain_id, r.multi_match);
-                if !tabs.pairs.contains_key(&key) {
-                    let s = self.forms(r, id, tabs, p, words);
-                    tabs.pairs.insert(key, s);
-                }
-                if let Some(s) = tabs.pairs.get(&key) {
+                let s = match tabs.pairs.get(&key) {
+                    Some(&s) => s,
+                    None => {
+                        let s = forms(rs, r, id, tabs, p);
+                        tabs.pairs.insert(key, s);
+                        s
+                    }
+                };
+                if let Some(s) = tabs.sats.get(s as usize) {
                     union.union_with(s);
                 }
             }
         }
-        union
+        let n = tabs.sats.len() as u32;
+        tabs.sats.push(union);
+        n
     }
+}
 
-    /// What the transformed forms of value `id` under `r`'s chain satisfy.
-    fn forms(&self, r: &Rule, id: u32, tabs: &mut Tables, p: &mut Picture, words: usize) -> Satisfied {
-        let Some(raw) = tabs.vals.get(id as usize).cloned() else { return Satisfied::none(words) };
-        let mut have = tabs.bytes.get(id as usize).copied().unwrap_or([0; 4]);
-        let mut cur = raw;
-        let mut out = Satisfied::none(words);
-        if r.multi_match {
-            out.union_with(&scan(self, tabs, &cur));
+/// What the transformed forms of value `id` under `r`'s chain satisfy, by number in
+/// `tabs.sats`: the scan of its final form (its own scan when the chain leaves it as it is);
+/// for multiMatch, the union of the scans of the value and of every step's changed result.
+fn forms(rs: &crate::compile::Ruleset, r: &Rule, id: u32, tabs: &mut Tables<'_>, p: &mut Picture) -> u32 {
+    let mut have = tabs.bytes.get(id as usize).copied().unwrap_or([0; 4]);
+    let mut cur: Option<Vec<u8>> = None;
+    let mut seen = if r.multi_match { vec![tabs.raw_scan(rs, id)] } else { Vec::new() };
+    for (tf, trig) in r.transforms.iter().zip(&r.step_triggers) {
+        if super::cache::untouched(&have, trig) {
+            p.steps_skipped += 1;
+            continue;
         }
-        for (tf, trig) in r.transforms.iter().zip(&r.step_triggers) {
-            if super::cache::untouched(&have, trig) {
-                p.steps_skipped += 1;
-                continue;
-            }
-            p.steps_run += 1;
-            if let std::borrow::Cow::Owned(next) = tf.apply(&cur) {
-                if next != cur {
-                    cur = next;
-                    have = byte_set(&cur);
-                    if r.multi_match {
-                        out.union_with(&scan(self, tabs, &cur));
-                    }
+        p.steps_run += 1;
+        let input: &[u8] = match &cur {
+            Some(c) => c,
+            None => tabs.vals.get(id as usize).map_or(&[][..], |v| &v[..]),
+        };
+        if let std::borrow::Cow::Owned(next) = tf.apply(input) {
+            if next != input {
+                have = byte_set(&next);
+                if r.multi_match {
+                    seen.push(tabs.form_scan(rs, next.clone()));
                 }
+                cur = Some(next);
             }
         }
-        if !r.multi_match {
-            out.union_with(&scan(self, tabs, &cur));
-        }
-        out
     }
+    if !r.multi_match {
+        return match cur {
+            Some(form) => tabs.form_scan(rs, form),
+            None => tabs.raw_scan(rs, id),
+        };
+    }
+    let mut u = Satisfied::none(tabs.words);
+    for s in seen {
+        if let Some(s) = tabs.sats.get(s as usize) {
+            u.union_with(s);
+        }
+    }
+    let n = tabs.sats.len() as u32;
+    tabs.sats.push(u);
+    n
 }
 
 /// The bytes `v` contains, one bit each (what transformation triggers are tested against).
@@ -230,15 +344,5 @@ fn byte_set(v: &[u8]) -> [u64; 4] {
             *w |= 1u64 << (b & 63);
         }
     }
-    s
-}
-
-/// The scan of a transformed form, once per distinct form.
-fn scan(t: &Transaction, tabs: &mut Tables, v: &[u8]) -> Satisfied {
-    if let Some(s) = tabs.scans.get(v) {
-        return s.clone();
-    }
-    let s = t.rs.prefilter.scan(v);
-    tabs.scans.insert(v.to_vec(), s.clone());
     s
 }
