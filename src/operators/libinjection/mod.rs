@@ -34,8 +34,8 @@ mod xss;
 /// is and as if preceded by a single or double quote, in ANSI and MySQL
 /// dialects, and the fingerprint of the first context found to be SQLi is returned.
 pub fn detect_sqli(input: &[u8]) -> Option<String> {
-    // One run of letters, digits and `_` is one word token, or a number and a word: the
-    // only SQLi fingerprints of one or two such tokens are `X` (no word is evil) and `1U`,
+    // One run of letters, digits and `_` is one word token, or a number and a word (or just
+    // the word, after a number like `1e` that makes no token): the only SQLi fingerprints of one or two such tokens are `X` (no word is evil) and `1U`,
     // which libinjection lets through when the input has exactly two tokens. Such values
     // (most request values) are benign without tokenizing them.
     if input.iter().all(|&b| b.is_ascii_alphanumeric() || b == b'_') {

@@ -112,7 +112,7 @@ fn xss_needs_a_less_than_or_an_equals_sign() {
 fn sqli_needs_more_than_one_word() {
     let words: Vec<&[u8]> = libinjectionrs::sqli::sqli_data::SQL_KEYWORDS.iter().map(|k| k.word.as_bytes()).filter(|w| !w.is_empty() && w.iter().all(|&b| b.is_ascii_alphanumeric() || b == b'_')).collect();
     assert!(words.len() > 500);
-    let pieces: [&[u8]; 8] = [b"1", b"0", b"0x1f", b"1e5", b"42", b"_", b"a", b"x9"];
+    let pieces: [&[u8]; 10] = [b"1", b"0", b"0x1f", b"1e5", b"42", b"_", b"a", b"x9", b"1e", b"2E"];
     let mut rng = Rng(0x2545_f491_4f6c_dd1d);
     let mut next = || rng.next();
     let mut found = 0;
