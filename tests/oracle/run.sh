@@ -44,4 +44,6 @@ fi
 "$py" "$here/operators.py" --wafer "$WAFER_BIN" || { echo "0 passed, 1 failed"; exit 1; }
 # Transformation outputs, byte for byte, on generated values (transforms.py).
 "$py" "$here/transforms.py" --wafer "$WAFER_BIN" || { echo "0 passed, 1 failed"; exit 1; }
+# @detectXSS / @detectSQLi verdicts and fingerprints on generated values (libinjection.py).
+"$py" "$here/libinjection.py" --wafer "$WAFER_BIN" || { echo "0 passed, 1 failed"; exit 1; }
 exec "$py" "$here/compare.py" --wafer "$WAFER_BIN" --crs "$CRS_DIR" "$@"

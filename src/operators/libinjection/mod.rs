@@ -1,13 +1,24 @@
 //! `@detectSQLi` / `@detectXSS`: libinjection's SQLi and XSS detectors.
 //!
-//! A Rust port of libinjection (libinjection/libinjection at v3.10.0-83, Feb
-//! 2025; BSD-3-Clause, (c) 2012-2016 Nick Galbreath / Client9, 2021
-//! LibInjection), written to reproduce the C library's results exactly,
-//! including its quirks. The SQL keyword / fingerprint and character-class
-//! tables come from the `libinjectionrs` crate, whose own algorithms are not
-//! used: they pass libinjection's unit vectors but disagree with the C library
-//! on other inputs. The tests check the tables against libinjection's
-//! `sqlparse_data.json` and run every unit vector of libinjection.
+//! A Rust port of libinjection (BSD-3-Clause, (c) 2012-2016 Nick Galbreath /
+//! Client9, 2021 LibInjection), written to reproduce the C library's results
+//! exactly, including its quirks. It follows the libinjection libmodsecurity
+//! 3.0.15 bundles (a libinjection 4: its messages name the v4 parser-error
+//! result): the sources ported are libinjection/libinjection at v3.10.0-83
+//! (Feb 2025), plus PR #60 (Oct 2025: a number whose exponent has no digits,
+//! `1.e`, makes no token) and the longer list of `on*` event names (read from
+//! libmodsecurity 3.0.15, see `xss.rs`). The other v4 change, an error result
+//! instead of an abort on an impossible parser state, has no counterpart: the
+//! port has no such state (every access is checked, nothing aborts).
+//! `tests/oracle/libinjection.py` (`make oracle`) compares both operators with
+//! libmodsecurity 3.0.15.
+//!
+//! The SQL keyword / fingerprint and character-class tables come from the
+//! `libinjectionrs` crate, whose own algorithms are not used: they pass
+//! libinjection's unit vectors but disagree with the C library on other
+//! inputs. The tests check the tables against libinjection's
+//! `sqlparse_data.json` and run every unit vector of libinjection (those PR #60
+//! changed with their new expectation).
 //!
 //! Both entry points run in bounded stack space without per-call allocation
 //! (apart from the returned fingerprint), never panic, and build for
@@ -23,8 +34,8 @@ mod xss;
 /// is and as if preceded by a single or double quote, in ANSI and MySQL
 /// dialects, and the fingerprint of the first context found to be SQLi is returned.
 pub fn detect_sqli(input: &[u8]) -> Option<String> {
-    // One run of letters, digits and `_` is one word token, or a number and a word: the
-    // only SQLi fingerprints of one or two such tokens are `X` (no word is evil) and `1U`,
+    // One run of letters, digits and `_` is one word token, or a number and a word (or just
+    // the word, after a number like `1e` that makes no token): the only SQLi fingerprints of one or two such tokens are `X` (no word is evil) and `1U`,
     // which libinjection lets through when the input has exactly two tokens. Such values
     // (most request values) are benign without tokenizing them.
     if input.iter().all(|&b| b.is_ascii_alphanumeric() || b == b'_') {

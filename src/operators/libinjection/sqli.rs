@@ -1,6 +1,7 @@
 //! SQL tokenizer, folder and fingerprint checker with the semantics of
 //! libinjection's `libinjection_sqli.c` (libinjection/libinjection at
-//! v3.10.0-83, Feb 2025; BSD-3-Clause, (c) Nick Galbreath / Client9).
+//! v3.10.0-83, Feb 2025, with PR #60 of Oct 2025 as libmodsecurity 3.0.15
+//! bundles it; BSD-3-Clause, (c) Nick Galbreath / Client9).
 //!
 //! The C code's quirks are kept on purpose, because `@detectSQLi` must agree with
 //! it byte for byte: token values are truncated to 31 bytes, the `strchr`-based
@@ -802,13 +803,13 @@ impl<'a> SqliState<'a> {
         {
             pos += 1;
         }
-        // "1234.e", "10.10E", ".E" are words, not numbers
-        let ty = if have_e && !have_exp {
-            TYPE_BAREWORD
-        } else {
-            TYPE_NUMBER
-        };
-        self.cur().assign(ty, start, sub(s, start, pos));
+        // "1234.e", "10.10E", "1e": an exponent without digits. MySQL reads such a number as
+        // nothing at all ("1.e(1)" is "(1)", "1 1.e/1" is "1/1"), so it makes no token and
+        // tokenizing goes on after it (libinjection PR #60; before, it was a bareword).
+        if have_e && !have_exp {
+            return pos;
+        }
+        self.cur().assign(TYPE_NUMBER, start, sub(s, start, pos));
         pos
     }
 
