@@ -12,6 +12,23 @@ fn attr_like(s: &[u8]) -> bool {
     !t.is_empty() && (t.first().is_some_and(u8::is_ascii_alphabetic) && t.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'-' || *c == b';') || t.iter().all(|c| c.is_ascii_digit() || *c == b'.'))
 }
 
+/// Whether the value (blanks aside) holds a parenthesis and either a `*`, a `)(` or an opening
+/// of a composite filter `(&`, `(|`, `(!`: what every finding of [`detect_ldapi`] needs.
+pub fn may_match(value: &[u8]) -> bool {
+    let mut paren = false;
+    let mut star = false;
+    let mut prev = 0u8;
+    for &c in value.iter().filter(|c| !c.is_ascii_whitespace()) {
+        if prev == b')' && c == b'(' || prev == b'(' && matches!(c, b'&' | b'|' | b'!') {
+            return true;
+        }
+        paren |= c == b'(' || c == b')';
+        star |= c == b'*';
+        prev = c;
+    }
+    paren && star
+}
+
 pub fn detect_ldapi(value: &[u8]) -> Option<&'static str> {
     let v: Vec<u8> = value.iter().copied().filter(|c| !c.is_ascii_whitespace()).collect();
     let get = |i: usize| v.get(i).copied();

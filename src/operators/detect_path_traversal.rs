@@ -134,6 +134,28 @@ fn sensitive(s: &str) -> bool {
     })
 }
 
+/// Whether the value can be what [`detect_path_traversal`] finds once normalized. Without `%`,
+/// NUL, non-ASCII bytes or `0x` (what `normalize` decodes), a finding needs: `..` or `. .`
+/// (dot-segments), a start (blanks aside) with `/` or `\\`, `.`, a drive (`c:\\`), a
+/// stream wrapper or `data:` / `file:`, or a start with `etc`, `proc` or `windows`.
+pub fn may_match(value: &[u8]) -> bool {
+    let (mut prev, mut prev2) = (0u8, 0u8);
+    for &c in value {
+        if c == b'%' || c == 0 || c >= 0x80 || (c == b'.' && (prev == b'.' || prev == b' ' && prev2 == b'.')) || (matches!(c, b'x' | b'X') && prev == b'0') {
+            return true;
+        }
+        (prev2, prev) = (prev, c);
+    }
+    let t = value.iter().position(|c| !matches!(c, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')).and_then(|p| value.get(p..)).unwrap_or_default();
+    let starts = |v: &[u8], pat: &str| v.len() >= pat.len() && v.iter().zip(pat.bytes()).all(|(&a, b)| (if a == b'\\' { b'/' } else { a.to_ascii_lowercase() }) == b);
+    let drive = t.first().is_some_and(u8::is_ascii_alphabetic) && t.get(1) == Some(&b':') && matches!(t.get(2), Some(b'/' | b'\\'));
+    matches!(t.first(), Some(b'/' | b'\\')) || matches!(value.first(), Some(b'.'))
+        || drive
+        || WRAPPERS.iter().any(|w| starts(t, w))
+        || ["data:", "file:"].iter().any(|w| starts(t, w))
+        || ["etc", "proc", "windows"].iter().any(|w| starts(value, w))
+}
+
 /// What was found: `traversal`, `sensitive-file` or `wrapper`.
 pub fn detect_path_traversal(value: &[u8]) -> Option<&'static str> {
     if value.len() < 3 {

@@ -11,6 +11,13 @@
 //!
 //! Case and whitespace inside the declarations are ignored as XML parsers ignore them.
 
+/// Whether the value holds `<!` (`<!ENTITY`, `<!DOCTYPE`), `xi:` or `xinclude` (XInclude) or
+/// `xsl` (XSLT), in any case: what every finding of [`detect_xxe`] needs.
+pub fn may_match(value: &[u8]) -> bool {
+    let ci = |pat: &[u8]| value.windows(pat.len()).any(|w| w.eq_ignore_ascii_case(pat));
+    value.contains(&b'<') && (value.windows(2).any(|w| w == b"<!") || ci(b"xi:") || ci(b"xinclude") || ci(b"xsl"))
+}
+
 pub fn detect_xxe(value: &[u8]) -> Option<&'static str> {
     if !value.contains(&b'<') {
         return None;
