@@ -28,12 +28,19 @@ pub const MAX_DEPTH: usize = 4;
 
 pub fn decode_cascade(input: &[u8]) -> Cow<'_, [u8]> {
     let mut cur: Cow<'_, [u8]> = Cow::Borrowed(input);
+    // The score of `cur`, computed when a layer first needs it.
+    let mut cur_score = None;
     for _ in 0..MAX_DEPTH {
         let Some(next) = layer(&cur) else { break };
-        if next == cur.as_ref() || text_score(&next) + 1e-9 < text_score(&cur) {
+        if next == cur.as_ref() {
+            break;
+        }
+        let next_score = text_score(&next);
+        if next_score + 1e-9 < *cur_score.get_or_insert_with(|| text_score(&cur)) {
             break;
         }
         cur = Cow::Owned(next);
+        cur_score = Some(next_score);
     }
     match cur {
         Cow::Owned(v) if v.as_slice() != input => Cow::Owned(v),
@@ -52,16 +59,18 @@ pub fn text_score(v: &[u8]) -> f64 {
         return 1.0;
     }
     let mut good = 0usize;
-    let s = String::from_utf8_lossy(v);
-    for c in s.chars() {
-        let ok = match c {
-            '\u{fffd}' => false,
-            ' ' | '\t' | '\r' | '\n' => true,
-            c if c.is_ascii() => c.is_ascii_graphic(),
-            c => !c.is_control(),
-        };
-        if ok {
-            good += c.len_utf8();
+    // Valid UTF-8 pieces in turn (what is invalid counts as not printable), without a copy.
+    for chunk in v.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            let ok = match c {
+                '\u{fffd}' => false,
+                ' ' | '\t' | '\r' | '\n' => true,
+                c if c.is_ascii() => c.is_ascii_graphic(),
+                c => !c.is_control(),
+            };
+            if ok {
+                good += c.len_utf8();
+            }
         }
     }
     good as f64 / v.len() as f64
@@ -242,6 +251,9 @@ fn b64_decode(s: &[u8]) -> Option<Vec<u8>> {
     // cannot hold, and decoding stops (random tokens reach that early).
     let budget = body.len() * 3 / 4 / 20;
     let mut control = 0usize;
+    // Nor is output that is not UTF-8: the continuation bytes still due after a lead byte
+    // (random tokens break this within a few bytes).
+    let mut due = 0u8;
     for &c in body {
         acc = (acc << 6) | b64val(c)?;
         bits += 6;
@@ -254,6 +266,14 @@ fn b64_decode(s: &[u8]) -> Option<Vec<u8>> {
                     return None;
                 }
             }
+            due = match (due, b) {
+                (0, 0x00..=0x7f) => 0,
+                (0, 0xc2..=0xdf) => 1,
+                (0, 0xe0..=0xef) => 2,
+                (0, 0xf0..=0xf4) => 3,
+                (n, 0x80..=0xbf) if n > 0 => n - 1,
+                _ => return None,
+            };
             out.push(b);
         }
     }
@@ -268,10 +288,13 @@ fn decodes_to_text(d: &[u8]) -> bool {
 fn base64(v: &[u8]) -> Option<Vec<u8>> {
     let is_b64 = |c: u8| b64val(c).is_some() || c == b'=';
     // The whole value.
+    // Set when the whole value was decoded and is not text: as a run it would fail again.
+    let mut whole_failed = false;
     if v.len() >= 8 && v.iter().all(|&c| is_b64(c)) && !v.iter().all(|c| c.is_ascii_alphabetic()) {
         if let Some(d) = b64_decode(v).filter(|d| decodes_to_text(d)) {
             return Some(d);
         }
+        whole_failed = true;
     }
     // Runs of at least 16 base64 characters inside the value. The output is built only from
     // the first run that decodes (most values have none: they are not copied).
@@ -294,7 +317,8 @@ fn base64(v: &[u8]) -> Option<Vec<u8>> {
         }
         let s = v.get(i..i + run).unwrap_or_default();
         let mixed = |s: &[u8]| s.iter().any(u8::is_ascii_digit) || s.iter().any(|c| matches!(c, b'+' | b'/' | b'=' | b'-' | b'_')) || (s.iter().any(u8::is_ascii_uppercase) && s.iter().any(u8::is_ascii_lowercase));
-        match (run >= 16 && mixed(s)).then(|| b64_decode(s)).flatten().filter(|d| decodes_to_text(d)) {
+        let again = whole_failed && run == v.len();
+        match (run >= 16 && !again && mixed(s)).then(|| b64_decode(s)).flatten().filter(|d| decodes_to_text(d)) {
             Some(d) => {
                 let o = out.get_or_insert_with(|| {
                     let mut o = Vec::with_capacity(v.len());
