@@ -218,7 +218,12 @@ fn cmd_statement(toks: &[Tok]) -> Option<String> {
         _ => None,
     };
     for i in 0..toks.len() {
-        let Some(w) = word(i) else { continue };
+        // Only `for` and `if` start a statement (checked before the word is copied).
+        let Some(Tok::Word(w)) = toks.get(i) else { continue };
+        if !w.eq_ignore_ascii_case("for") && !w.eq_ignore_ascii_case("if") {
+            continue;
+        }
+        let w = w.to_ascii_lowercase();
         if i > 0 && !matches!(toks.get(i - 1), Some(Tok::Sep | Tok::Subst | Tok::Group)) {
             continue;
         }

@@ -226,15 +226,32 @@ fn entities(v: &[u8]) -> Option<Vec<u8>> {
     changed.then_some(out)
 }
 
+/// The value of each byte in base64 and base64url (`+`/`-` 62, `/`/`_` 63), 255 outside both
+/// (built at compile time: an index out of bounds would not compile).
+#[allow(clippy::indexing_slicing)]
+const B64: [u8; 256] = {
+    let mut t = [255u8; 256];
+    let mut i = 0;
+    while i < 26 {
+        t[b'A' as usize + i] = i as u8;
+        t[b'a' as usize + i] = 26 + i as u8;
+        i += 1;
+    }
+    let mut d = 0;
+    while d < 10 {
+        t[b'0' as usize + d] = 52 + d as u8;
+        d += 1;
+    }
+    t[b'+' as usize] = 62;
+    t[b'-' as usize] = 62;
+    t[b'/' as usize] = 63;
+    t[b'_' as usize] = 63;
+    t
+};
+
 fn b64val(b: u8) -> Option<u32> {
-    Some(match b {
-        b'A'..=b'Z' => b - b'A',
-        b'a'..=b'z' => b - b'a' + 26,
-        b'0'..=b'9' => b - b'0' + 52,
-        b'+' | b'-' => 62,
-        b'/' | b'_' => 63,
-        _ => return None,
-    } as u32)
+    let x = B64.get(usize::from(b)).copied().unwrap_or(255);
+    (x != 255).then_some(u32::from(x))
 }
 
 /// Decodes base64 or base64url (padding optional); `None` when a character is outside the
