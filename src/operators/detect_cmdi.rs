@@ -283,11 +283,12 @@ pub fn detect_cmdi(value: &[u8]) -> Option<String> {
             return None;
         }
     }
-    // A URL path: each segment that holds a shell operator is also a value of its own (the
-    // segments after it are not the command's arguments).
+    // A URL path: each segment that holds a shell operator or a blank (a command with its
+    // arguments: `uname -a`) is also a value of its own (the segments after it are not the
+    // command's arguments).
     if value.first() == Some(&b'/') {
         for seg in value.split(|&c| c == b'/') {
-            if seg.len() >= 2 && seg.iter().any(|c| matches!(c, b';' | b'|' | b'&' | b'`' | b'\n')) && seg.len() < value.len() - 1 {
+            if seg.len() >= 2 && seg.iter().any(|c| matches!(c, b';' | b'|' | b'&' | b'`' | b'\n' | b' ' | b'\t')) && seg.len() < value.len() - 1 {
                 if let Some(hit) = detect_cmdi(seg) {
                     return Some(hit);
                 }
@@ -399,10 +400,10 @@ mod tests {
 
     #[test]
     fn path_segments() {
-        for s in ["/files/; pwd/view", "/files/& sysinfo/view", "/a/| whoami/b"] {
+        for s in ["/files/; pwd/view", "/files/& sysinfo/view", "/a/| whoami/b", "/files/uname -a/view", "/files/sleep 10/view", "/files/which python/view"] {
             assert!(hit(s), "{s}");
         }
-        for s in ["/files/rock & roll/view", "/search/Tom & Jerry/", "/api/v1/users/id", "/shop/cat/toys"] {
+        for s in ["/files/rock & roll/view", "/search/Tom & Jerry/", "/api/v1/users/id", "/shop/cat/toys", "/docs/My Document.pdf", "/blog/sleep well tonight/", "/p/cat toys for kids", "/files/which one/view"] {
             assert!(!hit(s), "{s}");
         }
     }

@@ -6,8 +6,9 @@
 //! 1. URL encoding (`%41`, `%u0041`, `+` left alone);
 //! 2. JavaScript / JSON escapes (`\u0041`, `\x41`, `\u{41}`, `\/`);
 //! 3. HTML / XML character references (`&lt;`, `&#60;`, `&#x3c;`);
-//! 4. base64 or base64url: the whole value, or each run of at least 16 base64 characters
-//!    inside it, when the run decodes to text (printable UTF-8);
+//! 4. base64 or base64url: the whole value (at least 8 characters, not a word of one case),
+//!    or each run of at least 16 base64 characters inside it, when it decodes to text
+//!    (printable UTF-8);
 //! 5. hex: the whole value (an even number of at least 8 hex digits, optionally `0x`-prefixed)
 //!    when it decodes to text.
 //!
@@ -307,7 +308,10 @@ fn base64(v: &[u8]) -> Option<Vec<u8>> {
     // The whole value.
     // Set when the whole value was decoded and is not text: as a run it would fail again.
     let mut whole_failed = false;
-    if v.len() >= 8 && v.iter().all(|&c| is_b64(c)) && !v.iter().all(|c| c.is_ascii_alphabetic()) {
+    // A word of one case (`abcdefgh`, `HELLOWORLD`) is taken for a word; mixed case, digits or
+    // `+/=-_` can be base64 (`JiBzeXNpbmZv` is `& sysinfo`).
+    let one_case = |v: &[u8]| v.iter().all(u8::is_ascii_lowercase) || v.iter().all(u8::is_ascii_uppercase);
+    if v.len() >= 8 && v.iter().all(|&c| is_b64(c)) && !one_case(v) {
         if let Some(d) = b64_decode(v).filter(|d| decodes_to_text(d)) {
             return Some(d);
         }
