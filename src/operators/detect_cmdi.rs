@@ -295,6 +295,19 @@ pub fn detect_cmdi(value: &[u8]) -> Option<String> {
             }
         }
     }
+    // A URL path whose segment starts a `cmd.exe` statement: the statement runs on past the
+    // segment (`/files/FOR /L %a IN (1,1,2) DO x/view`, its options written with `/`).
+    if value.first() == Some(&b'/') {
+        for (p, _) in value.iter().enumerate().filter(|&(_, &c)| c == b'/') {
+            let rest = value.get(p + 1..).unwrap_or_default();
+            let starts = |w: &[u8]| rest.get(..w.len()).is_some_and(|r| r.eq_ignore_ascii_case(w));
+            if starts(b"for ") || starts(b"if ") {
+                if let Some(hit) = cmd_statement(&tokenize(&normalize(rest))) {
+                    return Some(hit);
+                }
+            }
+        }
+    }
     let norm = normalize(value);
     let ns = String::from_utf8_lossy(&norm);
     // `${x:0:1}`-style expansions and `${PATH%%u*}`.
@@ -400,10 +413,10 @@ mod tests {
 
     #[test]
     fn path_segments() {
-        for s in ["/files/; pwd/view", "/files/& sysinfo/view", "/a/| whoami/b", "/files/uname -a/view", "/files/sleep 10/view", "/files/which python/view"] {
+        for s in ["/files/; pwd/view", "/files/& sysinfo/view", "/a/| whoami/b", "/files/uname -a/view", "/files/sleep 10/view", "/files/which python/view", "/files/FOR /L %a IN (start,step,end) DO abc/view", "/files/IF /I NOT EXIST C:\\nonexistent echo hey/view"] {
             assert!(hit(s), "{s}");
         }
-        for s in ["/files/rock & roll/view", "/search/Tom & Jerry/", "/api/v1/users/id", "/shop/cat/toys", "/docs/My Document.pdf", "/blog/sleep well tonight/", "/p/cat toys for kids", "/files/which one/view"] {
+        for s in ["/files/rock & roll/view", "/search/Tom & Jerry/", "/api/v1/users/id", "/shop/cat/toys", "/docs/My Document.pdf", "/blog/sleep well tonight/", "/p/cat toys for kids", "/files/which one/view", "/blog/for sale (cheap)/", "/faq/if you like it/", "/for all in (the list) do it"] {
             assert!(!hit(s), "{s}");
         }
     }
