@@ -218,7 +218,12 @@ fn cmd_statement(toks: &[Tok]) -> Option<String> {
         _ => None,
     };
     for i in 0..toks.len() {
-        let Some(w) = word(i) else { continue };
+        // Only `for` and `if` start a statement (checked before the word is copied).
+        let Some(Tok::Word(w)) = toks.get(i) else { continue };
+        if !w.eq_ignore_ascii_case("for") && !w.eq_ignore_ascii_case("if") {
+            continue;
+        }
+        let w = w.to_ascii_lowercase();
         if i > 0 && !matches!(toks.get(i - 1), Some(Tok::Sep | Tok::Subst | Tok::Group)) {
             continue;
         }
@@ -278,12 +283,26 @@ pub fn detect_cmdi(value: &[u8]) -> Option<String> {
             return None;
         }
     }
-    // A URL path: each segment that holds a shell operator is also a value of its own (the
-    // segments after it are not the command's arguments).
+    // A URL path: each segment that holds a shell operator or a blank (a command with its
+    // arguments: `uname -a`) is also a value of its own (the segments after it are not the
+    // command's arguments).
     if value.first() == Some(&b'/') {
         for seg in value.split(|&c| c == b'/') {
-            if seg.len() >= 2 && seg.iter().any(|c| matches!(c, b';' | b'|' | b'&' | b'`' | b'\n')) && seg.len() < value.len() - 1 {
+            if seg.len() >= 2 && seg.iter().any(|c| matches!(c, b';' | b'|' | b'&' | b'`' | b'\n' | b' ' | b'\t')) && seg.len() < value.len() - 1 {
                 if let Some(hit) = detect_cmdi(seg) {
+                    return Some(hit);
+                }
+            }
+        }
+    }
+    // A URL path whose segment starts a `cmd.exe` statement: the statement runs on past the
+    // segment (`/files/FOR /L %a IN (1,1,2) DO x/view`, its options written with `/`).
+    if value.first() == Some(&b'/') {
+        for (p, _) in value.iter().enumerate().filter(|&(_, &c)| c == b'/') {
+            let rest = value.get(p + 1..).unwrap_or_default();
+            let starts = |w: &[u8]| rest.get(..w.len()).is_some_and(|r| r.eq_ignore_ascii_case(w));
+            if starts(b"for ") || starts(b"if ") {
+                if let Some(hit) = cmd_statement(&tokenize(&normalize(rest))) {
                     return Some(hit);
                 }
             }
@@ -394,10 +413,10 @@ mod tests {
 
     #[test]
     fn path_segments() {
-        for s in ["/files/; pwd/view", "/files/& sysinfo/view", "/a/| whoami/b"] {
+        for s in ["/files/; pwd/view", "/files/& sysinfo/view", "/a/| whoami/b", "/files/uname -a/view", "/files/sleep 10/view", "/files/which python/view", "/files/FOR /L %a IN (start,step,end) DO abc/view", "/files/IF /I NOT EXIST C:\\nonexistent echo hey/view"] {
             assert!(hit(s), "{s}");
         }
-        for s in ["/files/rock & roll/view", "/search/Tom & Jerry/", "/api/v1/users/id", "/shop/cat/toys"] {
+        for s in ["/files/rock & roll/view", "/search/Tom & Jerry/", "/api/v1/users/id", "/shop/cat/toys", "/docs/My Document.pdf", "/blog/sleep well tonight/", "/p/cat toys for kids", "/files/which one/view", "/blog/for sale (cheap)/", "/faq/if you like it/", "/for all in (the list) do it"] {
             assert!(!hit(s), "{s}");
         }
     }

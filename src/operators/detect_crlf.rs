@@ -37,6 +37,14 @@ fn decode_breaks(v: &[u8]) -> Vec<u8> {
     out
 }
 
+/// Whether the value can hold a line break [`detect_crlf`] reads: CR or LF, raw or as
+/// `%0d`/`%0a` or `\\r`/`\\n` (what `decode_breaks` turns into one).
+pub fn may_match(value: &[u8]) -> bool {
+    value.iter().any(|&b| b == b'\r' || b == b'\n')
+        || value.windows(3).any(|w| w.first() == Some(&b'%') && w.get(1) == Some(&b'0') && matches!(w.get(2), Some(b'a' | b'A' | b'd' | b'D')))
+        || value.windows(2).any(|w| w.first() == Some(&b'\\') && matches!(w.get(1), Some(b'r' | b'n')))
+}
+
 pub fn detect_crlf(value: &[u8]) -> Option<&'static str> {
     if !value.iter().any(|&b| matches!(b, b'\r' | b'\n' | b'%' | b'\\')) {
         return None;

@@ -15,6 +15,24 @@ fn is_operator(seg: &str) -> bool {
     OPERATORS.contains(&l.as_str())
 }
 
+/// Whether the value holds what [`detect_nosqli`] needs: `$` (operators), `|` or a quote (the
+/// JavaScript forms), or a `.` after an `s` or `b` (`this.`, `db.`; blanks between them
+/// aside, and any non-ASCII byte taken as a possible blank).
+pub fn may_match(value: &[u8]) -> bool {
+    let mut prev = 0u8;
+    for &c in value {
+        match c {
+            b'$' | b'|' | b'\'' | b'"' => return true,
+            b'.' if matches!(prev, b's' | b'S' | b'b' | b'B') || prev >= 0x80 => return true,
+            _ => {}
+        }
+        if !c.is_ascii_whitespace() {
+            prev = c;
+        }
+    }
+    false
+}
+
 /// A name or value holding a query operator or query JavaScript.
 pub fn detect_nosqli(value: &[u8]) -> Option<&'static str> {
     let s = String::from_utf8_lossy(value);

@@ -7,6 +7,11 @@
 
 const DIRECTIVES: &[&str] = &["exec", "include", "echo", "config", "set", "printenv", "fsize", "flastmod", "if", "elif", "else", "endif", "block"];
 
+/// Whether the value holds a comment's start `<!--`, where every directive begins.
+pub fn may_match(value: &[u8]) -> bool {
+    value.windows(4).any(|w| w == b"<!--")
+}
+
 pub fn detect_ssi(value: &[u8]) -> Option<&'static str> {
     let s = String::from_utf8_lossy(value).to_ascii_lowercase();
     let mut from = 0;

@@ -82,6 +82,12 @@ fn expr_is_injection(e: &str) -> bool {
     idents.first().is_some_and(|id| matches!(*id, "config" | "self" | "_self" | "request" | "settings" | "lipsum" | "cycler" | "joiner" | "namespace"))
 }
 
+/// Whether the value holds the start of a delimiter of [`OPENERS`]: `{` (most of them), or
+/// `@(`, `<%`, `<#`, `[[`, `#s` (`#set(`), `#f` (`#foreach(`).
+pub fn may_match(value: &[u8]) -> bool {
+    value.contains(&b'{') || value.windows(2).any(|w| matches!(w, b"@(" | b"<%" | b"<#" | b"[[" | b"#s" | b"#f"))
+}
+
 /// The delimiter of the first injected expression found.
 pub fn detect_ssti(value: &[u8]) -> Option<&'static str> {
     let s = String::from_utf8_lossy(value);

@@ -11,7 +11,27 @@
 //!
 //! Case and whitespace inside the declarations are ignored as XML parsers ignore them.
 
+/// A value that is one parameter-entity reference (`%remote;`): only a DTD has them, so it is
+/// the half of an attack whose declaration is sent elsewhere.
+fn parameter_entity_reference(value: &[u8]) -> bool {
+    let v = value.trim_ascii();
+    let name = v.strip_prefix(b"%").and_then(|r| r.strip_suffix(b";")).unwrap_or_default();
+    // Three characters at least: `%s;` and `%ld;` are format strings.
+    name.len() >= 3 && name.first().is_some_and(|c| c.is_ascii_alphabetic() || *c == b'_') && name.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-' | b'.'))
+}
+
+/// Whether the value holds `<!` (`<!ENTITY`, `<!DOCTYPE`, `<![CDATA[`), `xi:` or `xinclude`
+/// (XInclude) or `xsl` (XSLT), in any case, or is `%...;`: what every finding of
+/// [`detect_xxe`] needs.
+pub fn may_match(value: &[u8]) -> bool {
+    let ci = |pat: &[u8]| value.windows(pat.len()).any(|w| w.eq_ignore_ascii_case(pat));
+    value.trim_ascii().starts_with(b"%") && value.trim_ascii().ends_with(b";") || value.contains(&b'<') && (value.windows(2).any(|w| w == b"<!") || ci(b"xi:") || ci(b"xinclude") || ci(b"xsl"))
+}
+
 pub fn detect_xxe(value: &[u8]) -> Option<&'static str> {
+    if parameter_entity_reference(value) {
+        return Some("parameter-entity");
+    }
     if !value.contains(&b'<') {
         return None;
     }
@@ -30,6 +50,20 @@ pub fn detect_xxe(value: &[u8]) -> Option<&'static str> {
             return Some("parameter-entity");
         }
     }
+    // CDATA sections that hold nothing but markup delimiters: a tag written in pieces so that
+    // no `<script` appears (`<![CDATA[<]]>SCRIPT<![CDATA[>]]>`).
+    let mut from = 0;
+    while let Some(p) = compact.get(from..).and_then(|r| r.find("<![cdata[")) {
+        let start = from + p + 9;
+        let rest = compact.get(start..).unwrap_or_default();
+        if let Some(end) = rest.find("]]>") {
+            let inner = rest.get(..end).unwrap_or_default();
+            if !inner.is_empty() && inner.contains(['<', '>']) && inner.chars().all(|c| matches!(c, '<' | '>' | '/' | ' ')) {
+                return Some("cdata-split");
+            }
+        }
+        from = start;
+    }
     if compact.contains("<xi:include") || compact.contains("www.w3.org/2001/xinclude") {
         return Some("xinclude");
     }
@@ -45,14 +79,14 @@ mod tests {
 
     #[test]
     fn declarations() {
-        for s in ["<!DOCTYPE foo [<!ENTITY xxe SYSTEM \"file:///etc/passwd\">]><foo>&xxe;</foo>", "<!DOCTYPE x [<!ENTITY % p SYSTEM \"http://e/x.dtd\"> %p;]>", "<!DOCTYPE x SYSTEM \"http://evil/x.dtd\">", "<!doctype  x  PUBLIC \"a\" \"http://e/\">", "<root xmlns:xi=\"http://www.w3.org/2001/XInclude\"><xi:include href=\"file:///etc/passwd\"/></root>", "<!DOCTYPE xxe [<!ENTITY foo \"aaaaaa\">]>", "<!DOCTYPE x [ %remote; ]>"] {
+        for s in ["<!DOCTYPE foo [<!ENTITY xxe SYSTEM \"file:///etc/passwd\">]><foo>&xxe;</foo>", "<!DOCTYPE x [<!ENTITY % p SYSTEM \"http://e/x.dtd\"> %p;]>", "<!DOCTYPE x SYSTEM \"http://evil/x.dtd\">", "<!doctype  x  PUBLIC \"a\" \"http://e/\">", "<root xmlns:xi=\"http://www.w3.org/2001/XInclude\"><xi:include href=\"file:///etc/passwd\"/></root>", "<!DOCTYPE xxe [<!ENTITY foo \"aaaaaa\">]>", "<!DOCTYPE x [ %remote; ]>", "%remote;", " %foo; ", "<foo><![CDATA[<]]>SCRIPT<![CDATA[>]]>alert(1)<![CDATA[<]]>/SCRIPT<![CDATA[>]]></foo>"] {
             assert!(d(s.as_bytes()).is_some(), "{s}");
         }
     }
 
     #[test]
     fn documents_pass() {
-        for s in ["<?xml version=\"1.0\"?><a>b</a>", "<!DOCTYPE html><html></html>", "<p>100% sure; yes</p>", "<a href=\"x\">entity</a>", "<!-- system -->"] {
+        for s in ["<?xml version=\"1.0\"?><a>b</a>", "<!DOCTYPE html><html></html>", "<p>100% sure; yes</p>", "<a href=\"x\">entity</a>", "<!-- system -->", "100%;", "50% off; today", "%s;", "%ld;", "<![CDATA[a < b]]>", "<![CDATA[<p>hi</p>]]>", "%d%;"] {
             assert!(d(s.as_bytes()).is_none(), "{s}");
         }
     }

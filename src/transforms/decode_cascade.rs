@@ -6,8 +6,9 @@
 //! 1. URL encoding (`%41`, `%u0041`, `+` left alone);
 //! 2. JavaScript / JSON escapes (`\u0041`, `\x41`, `\u{41}`, `\/`);
 //! 3. HTML / XML character references (`&lt;`, `&#60;`, `&#x3c;`);
-//! 4. base64 or base64url: the whole value, or each run of at least 16 base64 characters
-//!    inside it, when the run decodes to text (printable UTF-8);
+//! 4. base64 or base64url: the whole value (at least 8 characters, not a word of one case),
+//!    or each run of at least 16 base64 characters inside it, when it decodes to text
+//!    (printable UTF-8);
 //! 5. hex: the whole value (an even number of at least 8 hex digits, optionally `0x`-prefixed)
 //!    when it decodes to text.
 //!
@@ -28,12 +29,19 @@ pub const MAX_DEPTH: usize = 4;
 
 pub fn decode_cascade(input: &[u8]) -> Cow<'_, [u8]> {
     let mut cur: Cow<'_, [u8]> = Cow::Borrowed(input);
+    // The score of `cur`, computed when a layer first needs it.
+    let mut cur_score = None;
     for _ in 0..MAX_DEPTH {
         let Some(next) = layer(&cur) else { break };
-        if next == cur.as_ref() || text_score(&next) + 1e-9 < text_score(&cur) {
+        if next == cur.as_ref() {
+            break;
+        }
+        let next_score = text_score(&next);
+        if next_score + 1e-9 < *cur_score.get_or_insert_with(|| text_score(&cur)) {
             break;
         }
         cur = Cow::Owned(next);
+        cur_score = Some(next_score);
     }
     match cur {
         Cow::Owned(v) if v.as_slice() != input => Cow::Owned(v),
@@ -52,16 +60,18 @@ pub fn text_score(v: &[u8]) -> f64 {
         return 1.0;
     }
     let mut good = 0usize;
-    let s = String::from_utf8_lossy(v);
-    for c in s.chars() {
-        let ok = match c {
-            '\u{fffd}' => false,
-            ' ' | '\t' | '\r' | '\n' => true,
-            c if c.is_ascii() => c.is_ascii_graphic(),
-            c => !c.is_control(),
-        };
-        if ok {
-            good += c.len_utf8();
+    // Valid UTF-8 pieces in turn (what is invalid counts as not printable), without a copy.
+    for chunk in v.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            let ok = match c {
+                '\u{fffd}' => false,
+                ' ' | '\t' | '\r' | '\n' => true,
+                c if c.is_ascii() => c.is_ascii_graphic(),
+                c => !c.is_control(),
+            };
+            if ok {
+                good += c.len_utf8();
+            }
         }
     }
     good as f64 / v.len() as f64
@@ -217,15 +227,32 @@ fn entities(v: &[u8]) -> Option<Vec<u8>> {
     changed.then_some(out)
 }
 
+/// The value of each byte in base64 and base64url (`+`/`-` 62, `/`/`_` 63), 255 outside both
+/// (built at compile time: an index out of bounds would not compile).
+#[allow(clippy::indexing_slicing)]
+const B64: [u8; 256] = {
+    let mut t = [255u8; 256];
+    let mut i = 0;
+    while i < 26 {
+        t[b'A' as usize + i] = i as u8;
+        t[b'a' as usize + i] = 26 + i as u8;
+        i += 1;
+    }
+    let mut d = 0;
+    while d < 10 {
+        t[b'0' as usize + d] = 52 + d as u8;
+        d += 1;
+    }
+    t[b'+' as usize] = 62;
+    t[b'-' as usize] = 62;
+    t[b'/' as usize] = 63;
+    t[b'_' as usize] = 63;
+    t
+};
+
 fn b64val(b: u8) -> Option<u32> {
-    Some(match b {
-        b'A'..=b'Z' => b - b'A',
-        b'a'..=b'z' => b - b'a' + 26,
-        b'0'..=b'9' => b - b'0' + 52,
-        b'+' | b'-' => 62,
-        b'/' | b'_' => 63,
-        _ => return None,
-    } as u32)
+    let x = B64.get(usize::from(b)).copied().unwrap_or(255);
+    (x != 255).then_some(u32::from(x))
 }
 
 /// Decodes base64 or base64url (padding optional); `None` when a character is outside the
@@ -242,6 +269,9 @@ fn b64_decode(s: &[u8]) -> Option<Vec<u8>> {
     // cannot hold, and decoding stops (random tokens reach that early).
     let budget = body.len() * 3 / 4 / 20;
     let mut control = 0usize;
+    // Nor is output that is not UTF-8: the continuation bytes still due after a lead byte
+    // (random tokens break this within a few bytes).
+    let mut due = 0u8;
     for &c in body {
         acc = (acc << 6) | b64val(c)?;
         bits += 6;
@@ -254,6 +284,14 @@ fn b64_decode(s: &[u8]) -> Option<Vec<u8>> {
                     return None;
                 }
             }
+            due = match (due, b) {
+                (0, 0x00..=0x7f) => 0,
+                (0, 0xc2..=0xdf) => 1,
+                (0, 0xe0..=0xef) => 2,
+                (0, 0xf0..=0xf4) => 3,
+                (n, 0x80..=0xbf) if n > 0 => n - 1,
+                _ => return None,
+            };
             out.push(b);
         }
     }
@@ -268,10 +306,16 @@ fn decodes_to_text(d: &[u8]) -> bool {
 fn base64(v: &[u8]) -> Option<Vec<u8>> {
     let is_b64 = |c: u8| b64val(c).is_some() || c == b'=';
     // The whole value.
-    if v.len() >= 8 && v.iter().all(|&c| is_b64(c)) && !v.iter().all(|c| c.is_ascii_alphabetic()) {
+    // Set when the whole value was decoded and is not text: as a run it would fail again.
+    let mut whole_failed = false;
+    // A word of one case (`abcdefgh`, `HELLOWORLD`) is taken for a word; mixed case, digits or
+    // `+/=-_` can be base64 (`JiBzeXNpbmZv` is `& sysinfo`).
+    let one_case = |v: &[u8]| v.iter().all(u8::is_ascii_lowercase) || v.iter().all(u8::is_ascii_uppercase);
+    if v.len() >= 8 && v.iter().all(|&c| is_b64(c)) && !one_case(v) {
         if let Some(d) = b64_decode(v).filter(|d| decodes_to_text(d)) {
             return Some(d);
         }
+        whole_failed = true;
     }
     // Runs of at least 16 base64 characters inside the value. The output is built only from
     // the first run that decodes (most values have none: they are not copied).
@@ -294,7 +338,8 @@ fn base64(v: &[u8]) -> Option<Vec<u8>> {
         }
         let s = v.get(i..i + run).unwrap_or_default();
         let mixed = |s: &[u8]| s.iter().any(u8::is_ascii_digit) || s.iter().any(|c| matches!(c, b'+' | b'/' | b'=' | b'-' | b'_')) || (s.iter().any(u8::is_ascii_uppercase) && s.iter().any(u8::is_ascii_lowercase));
-        match (run >= 16 && mixed(s)).then(|| b64_decode(s)).flatten().filter(|d| decodes_to_text(d)) {
+        let again = whole_failed && run == v.len();
+        match (run >= 16 && !again && mixed(s)).then(|| b64_decode(s)).flatten().filter(|d| decodes_to_text(d)) {
             Some(d) => {
                 let o = out.get_or_insert_with(|| {
                     let mut o = Vec::with_capacity(v.len());

@@ -1,6 +1,8 @@
 //! `@wafer-detect` through Envoy (docs/detection.md): with the CRS PL1 it blocks attacks the
 //! CRS PL1 alone passes (a base64-wrapped command, server-side JavaScript for a NoSQL query in a JSON body, an XXE
-//! entity in an XML body, a command in a URL path segment, a mail header in a form field), benign requests still pass whole,
+//! entity in an XML body, a command in a URL path segment, a mail header in a form field, a NoSQL operator in a header, a
+//! traversal with a fuzzer's separators, a parameter-entity reference), benign requests (a browser's
+//! headers, a bearer token, percent signs in text) still pass whole,
 //! and in DetectionOnly it blocks nothing. The same requests pass with the CRS alone, so the
 //! blocks are the include's.
 
@@ -23,6 +25,9 @@ fn attacks() -> Vec<(&'static str, Request)> {
         ("XXE in an XML body", Request::post("/api/soap", "text/xml", br#"<?xml version="1.0"?><!DOCTYPE r [<!ENTITY x SYSTEM "https://example.org/x">]><r>&x;</r>"#.to_vec())),
         ("a command in a URL path segment", Request::get("/files/%3B%20pwd/view")),
         ("mail header in a form field", Request::post("/contact", "application/x-www-form-urlencoded", b"email=me%40example.com%0ABcc%3A+all%40example.org&msg=hi".to_vec())),
+        ("a NoSQL operator in a header", Request::get("/api/items").header("X-Filter", r#"{"price": {"$gt": ""}}"#)),
+        ("a traversal with a fuzzer's separators", Request::get("/download?file=..%25bg%25qfwindows%25bg%25qfsystem32%25bg%25qfdrivers%25bg%25qfetc%25bg%25qfhosts")),
+        ("a parameter-entity reference", Request::get("/search?q=%25remote%3B")),
     ]
 }
 
@@ -33,6 +38,11 @@ fn benign() -> Vec<Request> {
         Request::get("/shop/cat/toys/id"),
         Request::post("/api/orders", "application/json", r#"{"sku":"A-12","qty":2,"note":"Bitte bis Freitag liefern (Tür hinten)."}"#.as_bytes().to_vec()),
         Request::post("/contact", "application/x-www-form-urlencoded", b"email=me%40example.com&msg=Dear+team%2C%0Athanks%21%0ANote%3A+see+below".to_vec()),
+        // A browser's headers and an API client's bearer token (base64url JSON once decoded).
+        Request::get("/api/v2/categories/kids/products?page=13&price[gte]=25")
+            .header("sec-ch-ua", r#""Google Chrome";v="125", "Chromium";v="125", "Not_A Brand";v="24""#)
+            .header("Authorization", "Bearer eyJhbGciOiJSUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiI0NDI0MjQ4Iiwic2NvcGUiOiJvcmRlcnM6cmVhZCBjYXJ0In0.eOgITOkdNXTSegoRMEdpRDjjD30zHhKG0JCw63JoTxY"),
+        Request::get("/search?q=100%25+cotton%3B+50%25+off&fmt=%25s%3B"),
     ]
 }
 
