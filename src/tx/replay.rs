@@ -98,7 +98,7 @@ pub(crate) struct Trace {
 /// walk would stop at the same entries: the stops depend only on the hits, the same here, and
 /// the changed classes) walks the same way as long as the rules tested by value have no
 /// hits again: it tests those and does the effects, without the walk (see
-/// `phase::run_phase`).
+/// `fast::Fast::phase_start`).
 pub(crate) struct Run {
     /// The classes that had changed, and whether [`Replay::many`] was set.
     changed: u64,
@@ -197,7 +197,7 @@ pub(crate) struct Replay {
     hits: Vec<u64>,
     phases: u8,
     at: [BodyAt; 5],
-    /// Set by `phase::run_phase` when it reached the end of the phase's list.
+    /// Set by `fast` when the phase loop reached the end of the phase's list.
     pub completed: bool,
     /// Rules passed without being evaluated (see [`Replay::scan`], [`Replay::by_values`]).
     pub passed: u64,
@@ -228,7 +228,7 @@ pub(crate) struct Replay {
     /// This transaction's walks (see [`Run`]).
     runs: [Option<Rc<Run>>; 5],
     /// The running phase's walk so far has evaluated no rule (see [`Run`]); cleared by
-    /// `phase::run_phase` when it evaluates one.
+    /// `fast` when it evaluates one.
     pub plain: bool,
     /// The running phase's rules tested by value and rules with hits, while `plain`.
     probes: Vec<u32>,
