@@ -131,6 +131,7 @@ impl Shortcuts for Fast {
         phase::run_phase(self, t, rs, phase)
     }
 
+    #[inline]
     fn empty_phase(&self, t: &mut Transaction, phase: u8) {
         t.replay.empty_phase(phase);
     }
@@ -163,6 +164,8 @@ impl Shortcuts for Fast {
         true
     }
 
+    // Inlined into the phase loop (`phase::run_phase`, one copy per speed).
+    #[inline(always)]
     fn pass<'r>(&self, t: &mut Transaction, rs: &'r Ruleset, pidx: usize, i: usize, entry: &'r Entry, skip: u32) -> Pass<'r> {
         let q = rs.quick.phases.get(pidx).and_then(|q| q.get(i));
         // Applied with the TX phase 1 started from (also when profiling: a second run would
@@ -210,6 +213,8 @@ impl Shortcuts for Fast {
         Pass::No
     }
 
+    // Inlined into the phase loop (`phase::run_phase`, one copy per speed).
+    #[inline(always)]
     fn run(&self, t: &mut Transaction, rs: &Ruleset, rule: &Rule, phase: u8, i: usize) -> Ran {
         let inputs = rs.quick.inputs.get(rule.index as usize).copied().unwrap_or(Inputs { head: u64::MAX, all: u64::MAX, by_value: false, tx_writes: false, quiet: false });
         // Reading all request headers when only some header values changed: tested on those.
@@ -263,16 +268,19 @@ impl Shortcuts for Fast {
         Ran::Evaluated(decision)
     }
 
+    #[inline]
     fn leave(&self, t: &mut Transaction, rs: &Ruleset, i: usize) {
         if i < t.pre_upto {
             pre_undo(t, rs, i);
         }
     }
 
+    #[inline]
     fn completed(&self, t: &mut Transaction) {
         t.replay.completed = true;
     }
 
+    #[inline]
     fn phase_end(&self, t: &mut Transaction, phase: u8) {
         t.replay.end(phase);
         t.pre_upto = 0;

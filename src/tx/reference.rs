@@ -46,23 +46,32 @@ impl Shortcuts for Reference {
         phase::run_phase(self, t, rs, phase)
     }
 
+    #[inline]
     fn empty_phase(&self, _t: &mut Transaction, _phase: u8) {}
 
+    #[inline]
     fn phase_start(&self, _t: &mut Transaction, _rs: &Ruleset, _phase: u8) -> bool {
         false
     }
 
+    // Inlined into the phase loop (`phase::run_phase`, one copy per speed).
+    #[inline(always)]
     fn pass<'r>(&self, _t: &mut Transaction, _rs: &'r Ruleset, _pidx: usize, _i: usize, _entry: &'r Entry, _skip: u32) -> Pass<'r> {
         Pass::No
     }
 
+    // Inlined into the phase loop (`phase::run_phase`, one copy per speed).
+    #[inline(always)]
     fn run(&self, t: &mut Transaction, _rs: &Ruleset, rule: &Rule, phase: u8, _i: usize) -> Ran {
         Ran::Evaluated(eval_rule(t, rule, phase))
     }
 
+    #[inline]
     fn leave(&self, _t: &mut Transaction, _rs: &Ruleset, _i: usize) {}
 
+    #[inline]
     fn completed(&self, _t: &mut Transaction) {}
 
+    #[inline]
     fn phase_end(&self, _t: &mut Transaction, _phase: u8) {}
 }
