@@ -30,6 +30,7 @@ use crate::vars::Var;
 pub(crate) struct Fast;
 
 impl Shortcuts for Fast {
+    #[inline]
     fn start(&self, rs: &Arc<Ruleset>) -> Start {
         let memo = super::memo_for(rs.uid, rs.hash_keys());
         let trace = memo.try_borrow().ok().and_then(|m| m.traces.first().cloned());

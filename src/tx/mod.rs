@@ -417,12 +417,16 @@ const TX_NUMS: usize = 16;
 
 impl Transaction {
     pub fn new(rs: Arc<Ruleset>, unique_id: String) -> Transaction {
-        let s = &rs.settings;
         // The one place the speed is read: the mechanisms the transaction uses (see `seam`).
-        let seam: &'static dyn Shortcuts = match s.speed {
-            Speed::Fast => &fast::Fast,
-            Speed::Reference => &reference::Reference,
-        };
+        match rs.settings.speed {
+            Speed::Fast => Transaction::with_seam(&fast::Fast, rs, unique_id),
+            Speed::Reference => Transaction::with_seam(&reference::Reference, rs, unique_id),
+        }
+    }
+
+    /// A transaction of `rs` with the speed mechanisms `seam` (its start made in place).
+    fn with_seam<S: Shortcuts>(seam: &'static S, rs: Arc<Ruleset>, unique_id: String) -> Transaction {
+        let s = &rs.settings;
         let Start { spare, memo, request, cache, replay } = seam.start(&rs);
         let (tx, tx_kept) = match spare.tx_init {
             Some(_) => (TxMap::default(), Some(spare.tx)),

@@ -18,6 +18,7 @@ use crate::compile::{Entry, Rule, Ruleset};
 pub(crate) struct Reference;
 
 impl Shortcuts for Reference {
+    #[inline]
     fn start(&self, rs: &Arc<Ruleset>) -> Start {
         Start {
             spare: super::fresh_spare(rs.rule_count()),
