@@ -80,11 +80,18 @@ impl Default for Settings {
             response_body_limit_action: LimitAction::ProcessPartial,
             response_body_mime_types: vec!["text/plain".into(), "text/html".into()],
             component_signatures: Vec::new(),
-            memory_budget: crate::tx::budget::DEFAULT,
+            memory_budget: DEFAULT_MEMORY_BUDGET,
             speed: Speed::Fast,
         }
     }
 }
+
+/// The memory budget when the configuration sets none (`tx::budget`): 64 MiB per VM (worker
+/// thread). A VM's linear memory then peaks at about twice that under the worst requests
+/// (what one rule makes before the phase stops, transient copies, the allocator's
+/// fragmentation), and Envoy holds its own copy of the bodies held: a worker grows by under
+/// 200 MiB whatever its requests (docs/limits.md has the measurements).
+pub const DEFAULT_MEMORY_BUDGET: usize = 64 << 20;
 
 /// One rule (or one link of a chain).
 #[derive(Debug)]

@@ -5,7 +5,7 @@
 //! Envoy the engine's data is cold at each request (Envoy's own work between two requests
 //! evicts it): reading a rule's scattered fields costs cache misses, not instructions. Each
 //! phase list therefore has a parallel array of [`Quick`] records (24 bytes each, read in
-//! order) from which `tx::eval::run_phase` decides the common "cannot match" cases.
+//! order) from which `tx::fast` decides (behind the phase loop's seam) the common "cannot match" cases.
 //!
 //! Runtime removals (`ctl:ruleRemove*`) are indexed the same way: [`Index`] maps rule ids
 //! and tags to the rules' dense numbers, so a transaction marks the rules a removal concerns
@@ -45,7 +45,7 @@ pub enum Quick {
     Group { slot: u32, req: Option<Requirement>, bit: Option<u32> },
     /// A rule of phase 1's request-independent prefix (see [`Index::pre_end`]): it reads
     /// and writes only TX, so its effect is the same for every request. The first
-    /// transaction computes the prefix's TX once per rule set (`tx::eval::pre_apply`); every
+    /// transaction computes the prefix's TX once per rule set (`tx::fast::pre_apply`); every
     /// transaction then starts phase 1 from that TX and passes these rules.
     Pre,
 }
@@ -207,7 +207,7 @@ fn links(r: &Rule) -> impl Iterator<Item = &Rule> {
 }
 
 /// A rule whose outcome depends on TX alone and whose only effect is on TX (its matches may
-/// still deny or log: `tx::eval::pre_apply` ends the prefix before such a rule when it
+/// still deny or log: `tx::fast::pre_apply` ends the prefix before such a rule when it
 /// matches). No flow change (`skip`, `skipAfter`), no `ctl`.
 fn pure(r: &Rule) -> bool {
     r.skip == 0
@@ -231,7 +231,7 @@ fn pure(r: &Rule) -> bool {
 /// A rule that neither reads nor writes TX nor skips: request-dependent, but whatever it
 /// does leaves the TX rules around it unaffected. Its `ctl`s may only change body
 /// processing (not the engine, not removals). It may deny (or allow): the rules after it
-/// then do not run, and `tx::eval::run_phase` puts TX back as it was before it.
+/// then do not run, and the fast engine puts TX back (`tx::fast`, where the phase loop leaves) as it was before it.
 fn inert(r: &Rule) -> bool {
     let flow = match &r.disruptive {
         Disruptive::Redirect(parts) => no_tx(parts),

@@ -36,12 +36,8 @@
 
 use std::cell::Cell;
 
-/// The budget when the configuration sets none: 64 MiB per VM (worker thread). A VM's
-/// linear memory then peaks at about twice that under the worst requests (what one rule
-/// makes before the phase stops, transient copies, the allocator's fragmentation), and
-/// Envoy holds its own copy of the bodies held: a worker grows by under 200 MiB whatever
-/// its requests (docs/limits.md has the measurements).
-pub const DEFAULT: usize = 64 << 20;
+/// The budget when the configuration sets none (see [`crate::compile::DEFAULT_MEMORY_BUDGET`]).
+pub const DEFAULT: usize = crate::compile::DEFAULT_MEMORY_BUDGET;
 
 /// The smallest and largest budgets a configuration may set: below 1 MiB ordinary bodies
 /// would be refused; above 384 MiB the linear memory of a V8 VM (about twice the budget at

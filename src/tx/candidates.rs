@@ -258,7 +258,7 @@ impl Transaction {
                 Some(&range) => range,
                 None => {
                     vals.clear();
-                    super::eval::collect(self, target, None, &mut vals);
+                    super::variables::collect(self, target, None, &mut vals);
                     let from = tabs.ids.len() as u32;
                     for v in vals.drain(..) {
                         let id = tabs.value(v.value);

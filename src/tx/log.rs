@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use super::eval::Ctx;
+use super::variables::Ctx;
 use super::Transaction;
 use crate::actions::Disruptive;
 use crate::compile::{EngineMode, Rule};

@@ -7,14 +7,23 @@
 //! (`REQBODY_ERROR`) or interruptions.
 
 pub mod budget;
+mod actions;
+mod byte_set;
 mod cache;
 pub mod candidates;
+mod fast;
 pub(crate) use crate::fx::Fx;
-mod eval;
+mod link;
 mod log;
+mod phase;
 pub mod profile;
+mod reference;
+mod removal;
 mod replay;
 mod request;
+mod rule;
+mod seam;
+mod variables;
 pub(crate) mod time;
 pub mod persist;
 pub(crate) mod txmap;
@@ -25,6 +34,7 @@ use std::sync::Arc;
 
 use crate::actions::AllowScope;
 use crate::compile::{EngineMode, LimitAction, Ruleset, Speed};
+use seam::{Shortcuts, Start};
 pub use request::percent_decode;
 use request::Request;
 
@@ -34,9 +44,9 @@ use request::Request;
 /// own, `SPARE_CACHES`). One per thread (a wasm VM has one).
 struct Spare {
     tx: TxMap,
-    values: Vec<eval::Value<'static>>,
+    values: Vec<variables::Value<'static>>,
     /// Keeps the capacities of its hits' names, values and captures.
-    hits: eval::HitPool,
+    hits: link::HitPool,
     /// Emptied TX keys and values (see `Transaction::tx_free`).
     tx_free: Vec<(String, Vec<u8>)>,
     /// The rule set whose initial TX variables `tx` holds, exactly (else `tx` is empty).
@@ -44,7 +54,7 @@ struct Spare {
     /// Buffers of `Transaction::tx_undo`.
     tx_undo: Vec<TxUndo>,
     /// Emptied MATCHED_VARS slots.
-    matched: eval::Matched,
+    matched: rule::Matched,
     /// Emptied lists of runtime removals (`ctl:ruleRemove*`: the CRS's exclusions apply some
     /// to every request) and their rule bits.
     removals: Removals,
@@ -56,7 +66,7 @@ struct Removals {
     affected: Vec<u64>,
     ids: Vec<(u64, u64)>,
     tags: Vec<u32>,
-    targets: Vec<eval::TargetRemoval>,
+    targets: Vec<removal::TargetRemoval>,
 }
 
 /// Largest list of removals a spare keeps.
@@ -234,11 +244,11 @@ fn fresh_spare(rules: usize) -> Spare {
     Spare {
         tx: TxMap::with_capacity(if rules >= 200 { 128 } else { 0 }),
         values: Vec::with_capacity(if rules >= 200 { 128 } else { 0 }),
-        hits: eval::HitPool::default(),
+        hits: link::HitPool::default(),
         tx_free: Vec::new(),
         tx_init: None,
         tx_undo: Vec::new(),
-        matched: eval::Matched::default(),
+        matched: rule::Matched::default(),
         removals: Removals::default(),
     }
 }
@@ -262,87 +272,8 @@ impl Drop for Transaction {
         // this function does not read them, and the fields' own drop does nothing.
         let cache = unsafe { ManuallyDrop::take(self.cache.get_mut()) };
         let req = unsafe { ManuallyDrop::take(&mut self.req) };
-        // The reference keeps nothing for the next transactions (emptied first: the tables'
-        // shared entries refer to each other, and what they hold is charged to the budget).
-        if self.rs.settings.speed == Speed::Reference {
-            let mut cache = cache;
-            cache.clear();
-            return;
-        }
-        keep_cache(self.cache_side, cache);
-        // The request becomes the memo's trace (see `replay`), or is recycled. The trace it
-        // replaces recycles its own when the last transaction following it ends.
-        let (spare, replaced) = match self.memo.try_borrow_mut() {
-            Ok(mut memo) => {
-                // It takes the place of the trace of its target, else of the oldest when
-                // there are TRACES, and comes first.
-                let traces = &mut memo.traces;
-                let at = traces.iter().position(|t| t.same_target(&req.method, &req.uri_raw));
-                let mut slot = match at {
-                    Some(i) => Some(traces.remove(i)),
-                    None if traces.len() >= replay::TRACES => traces.pop(),
-                    None => None,
-                };
-                let published = self.replay.publish(req, &mut slot, &self.rs.quick);
-                if let Some(t) = slot {
-                    traces.insert(0, t);
-                }
-                published
-            }
-            Err(_) => (Some(req), None),
-        };
-        drop(replaced);
-        self.replay.recycle();
-        if let Some(req) = spare {
-            recycle_request(req);
-        }
-        let id = std::mem::take(&mut self.unique_id);
-        if id.capacity() <= 256 {
-            keep_spare(&SPARE_ID, id);
-        }
-        let values = self.values_scratch.get_mut();
-        if self.tx.capacity() > 1024 || values.capacity() > 4096 || !self.hit_pool.small() {
-            return;
-        }
-        // The rule set's initial TX variables stay in the map for its next transaction when
-        // this one's changes can be undone (the CRS: 44 variables, ~13 changes per GET), or
-        // when no phase 1 took the map it was given.
-        let restored = eval::tx_restore(self);
-        let mut tx = std::mem::take(&mut self.tx);
-        let unused = if restored { None } else { self.tx_kept.take() };
-        let kept = restored || unused.is_some();
-        if !restored {
-            tx.drain_into(&mut self.tx_free, recycle_tx_entry);
-        }
-        if let Some(init) = unused {
-            tx = init;
-        }
-        let values = self.values_scratch.get_mut();
-        let mut spare = Spare {
-            tx,
-            values: std::mem::take(values),
-            hits: std::mem::take(&mut self.hit_pool),
-            tx_free: std::mem::take(&mut self.tx_free),
-            tx_init: kept.then_some(self.rs.uid),
-            tx_undo: std::mem::take(&mut self.tx_undo),
-            matched: std::mem::take(&mut self.matched).recycled(),
-            removals: Removals {
-                affected: std::mem::take(&mut self.affected),
-                ids: std::mem::take(&mut self.removed_ids),
-                tags: std::mem::take(&mut self.removed_tags),
-                targets: std::mem::take(&mut self.removed_targets),
-            },
-        };
-        spare.values.clear();
-        let r = &mut spare.removals;
-        r.affected.clear();
-        r.ids.clear();
-        r.tags.clear();
-        r.targets.clear();
-        if [r.affected.capacity(), r.ids.capacity(), r.tags.capacity(), r.targets.capacity()].iter().any(|&c| c > REMOVALS_KEEP) {
-            spare.removals = Removals::default();
-        }
-        keep_spare(&SPARE, spare);
+        let seam = self.seam;
+        seam.end(self, cache, req);
     }
 }
 
@@ -388,11 +319,11 @@ pub struct Transaction {
     /// new variables instead of two allocations each.
     pub(crate) tx_free: Vec<(String, Vec<u8>)>,
     /// A map holding exactly this rule set's initial TX variables, left by a transaction that
-    /// ended: `eval::pre_apply` takes it as `tx` instead of inserting them one by one.
+    /// ended: `fast::pre_apply` takes it as `tx` instead of inserting them one by one.
     pub(crate) tx_kept: Option<TxMap>,
     /// Some(uid): `tx` held rule set uid's initial TX variables (`Ruleset::init`) and every
     /// change since is in `tx_undo`, so the end of the transaction can undo them
-    /// (`eval::tx_restore`). None: unknown (e.g. after `tx_clear`).
+    /// (`fast::tx_restore`). None: unknown (e.g. after `tx_clear`).
     pub(crate) tx_base: Option<u64>,
     /// The changes since, first to last: the first `tx_undo_n` (the others are buffers kept).
     pub(crate) tx_undo: Vec<TxUndo>,
@@ -407,14 +338,14 @@ pub struct Transaction {
     pub(crate) removed_ids: Vec<(u64, u64)>,
     /// `ctl:ruleRemoveByTag`, by tag id (see `Ruleset::tag_id`).
     pub(crate) removed_tags: Vec<u32>,
-    pub(crate) removed_targets: Vec<eval::TargetRemoval>,
+    pub(crate) removed_targets: Vec<removal::TargetRemoval>,
     /// `source_generation`'s answers without and with the body.
     source_gens: [std::cell::Cell<Option<SourceGen>>; 2],
     /// The rules (by `Rule::index`) some runtime removal above may concern, one bit each:
     /// the others skip the removal checks without reading their ids and tags.
     pub(crate) affected: Vec<u64>,
     /// `MATCHED_VAR`, `MATCHED_VAR_NAME`, `MATCHED_VARS` of the current rule.
-    pub(crate) matched: eval::Matched,
+    pub(crate) matched: rule::Matched,
     /// Lowest severity number seen in a matched rule (0 = EMERGENCY); 255 = none.
     pub(crate) highest_severity: u8,
     allow: Option<AllowScope>,
@@ -441,16 +372,16 @@ pub struct Transaction {
     cache_side: usize,
     /// What earlier transactions of this rule set on this thread learned about values.
     memo: SharedMemo,
-    /// The allocation of the value list of rules that do not share one (see `eval::recycle`).
-    values_scratch: std::cell::RefCell<Vec<eval::Value<'static>>>,
+    /// The allocation of the value list of rules that do not share one (see `link::recycle`).
+    values_scratch: std::cell::RefCell<Vec<variables::Value<'static>>>,
     /// Reused match buffers.
-    hit_pool: eval::HitPool,
+    hit_pool: link::HitPool,
     /// Reused buffer of `setvar` values being expanded.
     pub(crate) setvar_buf: Vec<u8>,
     /// The expanded key of a setvar whose key has macros.
     pub(crate) setvar_key_buf: Vec<u8>,
     /// Counters of the rule being evaluated (values, prefilter skips, operator runs).
-    pub(crate) probe: eval::Probe,
+    pub(crate) probe: link::Probe,
     /// Per-rule statistics, when profiling (`wafer profile`).
     pub(crate) profile: Option<Box<profile::Profile>>,
     /// Where `initcol` collections live (set by the host); none: per transaction only.
@@ -458,19 +389,24 @@ pub struct Transaction {
     /// Collections loaded by `initcol` in this transaction.
     pub(crate) collections: Vec<persist::Loaded>,
     /// While phase 1 runs: its entries before this one that are `Quick::Pre` were applied
-    /// from `Ruleset::init` (see `eval::pre_apply`).
+    /// from `Ruleset::init` (see `fast::pre_apply`).
     pub(crate) pre_upto: usize,
-    /// Bumped by every change to `tx` (`eval::tx_set`, `tx_remove`, `tx_clear`: the only ones).
+    /// Bumped by every change to `tx` (`actions::tx_set`, `tx_remove`, `tx_clear`: the only ones).
     pub(crate) tx_gen: u32,
     /// Bit i clear: `TX:i` (a capture slot) is known absent, so clearing it needs no lookup
     /// (a capturing rule clears the slots its match did not fill: 9 per header for 920450).
     /// Set by every insertion of the key, and whenever the map is taken whole.
     pub(crate) tx_digits: u16,
-    /// Per `Quick::TxNum` key id: (`tx_gen` when read, the number), see `eval::tx_num`.
+    /// Per `Quick::TxNum` key id: (`tx_gen` when read, the number), see `fast::tx_num`.
     pub(crate) tx_nums: [std::cell::Cell<(u32, Option<i64>)>; TX_NUMS],
     /// Following the last transaction's trace, and making this one's (see [`replay`]).
     pub(crate) replay: replay::Replay,
-    /// Whether the first link of the rule `eval` evaluated last had hits.
+    /// The speed mechanisms this transaction uses (see [`seam`]).
+    seam: &'static dyn Shortcuts,
+    /// The TX keys written while this is Some, each after its length (4 bytes; a key may hold
+    /// any byte, NUL included): set by `fast` around a rule whose effect may be kept.
+    pub(crate) tx_written: Option<Vec<u8>>,
+    /// Whether the first link of the rule evaluated last (`rule::eval_rule`) had hits.
     pub(crate) head_hits: bool,
 }
 
@@ -482,22 +418,21 @@ const TX_NUMS: usize = 16;
 
 impl Transaction {
     pub fn new(rs: Arc<Ruleset>, unique_id: String) -> Transaction {
+        // The one place the speed is read: the mechanisms the transaction uses (see `seam`).
+        match rs.settings.speed {
+            Speed::Fast => Transaction::with_seam(&fast::Fast, rs, unique_id),
+            Speed::Reference => Transaction::with_seam(&reference::Reference, rs, unique_id),
+        }
+    }
+
+    /// A transaction of `rs` with the speed mechanisms `seam` (its start made in place).
+    fn with_seam<S: Shortcuts>(seam: &'static S, rs: Arc<Ruleset>, unique_id: String) -> Transaction {
         let s = &rs.settings;
-        // The reference keeps nothing across transactions: no spares, no shared memo, no trace.
-        let fast = s.speed == Speed::Fast;
-        let spare = if fast { spare(rs.rule_count(), rs.uid) } else { fresh_spare(rs.rule_count()) };
+        let Start { spare, memo, request, cache, replay } = seam.start(&rs);
         let (tx, tx_kept) = match spare.tx_init {
             Some(_) => (TxMap::default(), Some(spare.tx)),
             None => (spare.tx, None),
         };
-        let memo = if fast { memo_for(rs.uid, rs.hash_keys()) } else { std::rc::Rc::new(std::cell::RefCell::new(cache::Memo::new(rs.hash_keys()))) };
-        let trace = if fast { memo.try_borrow().ok().and_then(|m| m.traces.first().cloned()) } else { None };
-        let request = if fast { take_spare(&SPARE_REQUEST) } else { None };
-        let cache = if fast { spare_cache(REQUEST_SIDE, rs.rule_count(), s.memory_budget) } else { fresh_cache(rs.rule_count(), s.memory_budget) };
-        let mut replay = replay::Replay::new(trace, rs.quick.rules);
-        if !fast {
-            replay.off();
-        }
         Transaction {
             now_ms: 0,
             engine: s.engine,
@@ -532,6 +467,8 @@ impl Transaction {
             over_budget: false,
             cache: std::cell::RefCell::new(ManuallyDrop::new(cache)),
             replay,
+            seam,
+            tx_written: None,
             head_hits: false,
             memo,
             cache_side: REQUEST_SIDE,
@@ -545,7 +482,7 @@ impl Transaction {
             collections: Vec::new(),
             pre_upto: 0,
             tx_gen: 1,
-            tx_digits: eval::ALL_DIGITS,
+            tx_digits: actions::ALL_DIGITS,
             tx_nums: Default::default(),
         }
     }
@@ -815,19 +752,13 @@ impl Transaction {
             return;
         }
         self.cache_side = RESPONSE_SIDE;
-        let fast = self.rs.settings.speed == Speed::Fast;
         let limit = self.rs.settings.memory_budget;
-        let mut next = if fast { spare_cache(RESPONSE_SIDE, 0, limit) } else { fresh_cache(0, limit) };
+        let mut next = self.seam.response_cache(limit);
         let cur = self.cache.get_mut();
         next.stats = cur.stats;
         next.group_stats = cur.group_stats.take();
         let done = std::mem::replace(cur, ManuallyDrop::new(next));
-        let mut done = ManuallyDrop::into_inner(done);
-        if fast {
-            keep_cache(REQUEST_SIDE, done);
-        } else {
-            done.clear();
-        }
+        self.seam.request_cache_done(ManuallyDrop::into_inner(done));
     }
 
     pub fn add_response_header(&mut self, name: &[u8], value: &[u8]) {
@@ -977,7 +908,7 @@ impl Transaction {
         }
         // A phase without rules (most of them in small rule sets): nothing to prepare.
         if self.rs.phases.get(idx).is_none_or(Vec::is_empty) {
-            self.replay.empty_phase(phase);
+            self.seam.empty_phase(self, phase);
             return None;
         }
         // Request/response data may have grown since the last phase.
@@ -986,13 +917,8 @@ impl Transaction {
         cache.slots.resize(self.rs.group_slots, None);
         cache.clear_targets();
         let rs = self.rs.clone();
-        if phase == 1 && rs.settings.speed == Speed::Fast {
-            eval::pre_apply(self, &rs);
-        }
-        self.replay.begin(phase, &self.req, &rs.quick.header_keys, self.profile.is_none());
-        let decision = eval::run_phase(self, &rs, phase);
-        self.replay.end(phase);
-        self.pre_upto = 0;
+        let seam = self.seam;
+        let decision = seam.run_phase(self, &rs, phase);
         if decision.is_none() && phase != 5 && self.cache.get_mut().over_budget() {
             return self.refuse_over_budget(phase);
         }

@@ -98,7 +98,7 @@ pub(crate) struct Trace {
 /// walk would stop at the same entries: the stops depend only on the hits, the same here, and
 /// the changed classes) walks the same way as long as the rules tested by value have no
 /// hits again: it tests those and does the effects, without the walk (see
-/// `eval::run_phase`).
+/// `fast::Fast::phase_start`).
 pub(crate) struct Run {
     /// The classes that had changed, and whether [`Replay::many`] was set.
     changed: u64,
@@ -197,7 +197,7 @@ pub(crate) struct Replay {
     hits: Vec<u64>,
     phases: u8,
     at: [BodyAt; 5],
-    /// Set by `eval::run_phase` when it reached the end of the phase's list.
+    /// Set by `fast` when the phase loop reached the end of the phase's list.
     pub completed: bool,
     /// Rules passed without being evaluated (see [`Replay::scan`], [`Replay::by_values`]).
     pub passed: u64,
@@ -223,15 +223,12 @@ pub(crate) struct Replay {
     cursor: usize,
     /// Where each phase's effects start in `effects`.
     effects_at: [usize; 5],
-    /// TX keys written while a rule whose effect may be kept runs, each after its length (4
-    /// bytes; a key may hold any byte, NUL included).
-    pub written: Option<Vec<u8>>,
-    /// `written`'s allocation between rules.
+    /// The allocation of `Transaction::tx_written` between rules.
     pub spare_written: Vec<u8>,
     /// This transaction's walks (see [`Run`]).
     runs: [Option<Rc<Run>>; 5],
     /// The running phase's walk so far has evaluated no rule (see [`Run`]); cleared by
-    /// `eval::run_phase` when it evaluates one.
+    /// `fast` when it evaluates one.
     pub plain: bool,
     /// The running phase's rules tested by value and rules with hits, while `plain`.
     probes: Vec<u32>,
@@ -301,7 +298,7 @@ impl Replay {
                 self.many = self.headers.len() > HEADERS_MAX || (bits & inputs::NAMES != 0);
                 if !self.many {
                     for (i, set) in &mut self.headers {
-                        *set = req.headers.get(*i).and_then(|(_, v)| (v.len() <= 512).then(|| crate::tx::cache::byte_set(v)));
+                        *set = req.headers.get(*i).and_then(|(_, v)| (v.len() <= 512).then(|| super::byte_set::byte_set(v)));
                     }
                 }
                 self.header_bits = Some((req.headers.len(), bits));

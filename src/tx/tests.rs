@@ -676,7 +676,7 @@ SecRule TX:copy "!@streq 5" "id:18,phase:1,deny,status:403"
 #[test]
 fn the_next_transaction_starts_from_the_initial_tx_whatever_the_last_changed() {
     // A finished transaction undoes its TX changes and leaves the map to the next one of its
-    // rule set (`eval::tx_restore`): changed, removed, re-added and new variables all go back.
+    // rule set (`fast::tx_restore`): changed, removed, re-added and new variables all go back.
     let rs = rules(
         r#"SecRuleEngine On
 SecAction "id:1,phase:1,pass,nolog,setvar:tx.a=1,setvar:tx.b=2,setvar:tx.c=3"
