@@ -2003,3 +2003,20 @@ fn the_reference_passes_no_rule_and_decides_as_the_fast_engine() {
     }
     assert!(fast_passed > 0, "the fast engine's replay passed rules (else the comparison shows nothing)");
 }
+
+/// `RULE:id`, `RULE:msg` (its macros expanded) read the rule being evaluated, as in
+/// libmodsecurity 3.0.15 (which matches all of these; they once read nothing unless a
+/// runtime removal concerned the rule).
+#[test]
+fn rule_variables_read_the_rule_itself() {
+    let rs = rules(
+        r#"SecRuleEngine On
+SecRule RULE:id "@streq 1" "id:1,phase:1,pass,nolog,setvar:tx.a=1"
+SecRule RULE:msg "@streq evil" "id:2,phase:1,deny,status:403,msg:'%{REQUEST_HEADERS.x-foo}'"
+"#,
+    );
+    assert_eq!(blocked_by(&rs, "GET", "/x", &[("X-Foo", "evil")], b""), Some(2));
+    assert_eq!(blocked_by(&rs, "GET", "/x", &[("X-Foo", "benign")], b""), None);
+    let id = rules("SecRuleEngine On\nSecRule RULE:id \"@streq 7\" \"id:7,phase:1,deny,status:403\"");
+    assert_eq!(blocked_by(&id, "GET", "/x", &[], b""), Some(7));
+}

@@ -74,6 +74,8 @@ const MODSEC_BUILD: &[u8] = b"030015100";
 
 pub(crate) fn collect<'a>(t: &'a Transaction, target: &Target, rule: Option<&Rule>, out: &mut Vec<Value<'a>>) {
     let start = out.len();
+    // The rule itself for `RULE`; for removals only when some runtime removal concerns it.
+    let own = rule;
     let rule = rule.filter(|r| affected(t, r.index));
     let removed = |k: &[u8]| -> bool {
         let Some(rule) = rule else { return false };
@@ -294,7 +296,7 @@ pub(crate) fn collect<'a>(t: &'a Transaction, target: &Target, rule: Option<&Rul
         Var::RemoteUser | Var::Userid | Var::Sessionid => {}
         Var::HighestSeverity => scalar(out, var, Cow::Owned(t.highest_severity.to_string().into_bytes())),
         Var::Rule => {
-            if let Some(rule) = rule {
+            if let Some(rule) = own {
                 let ctx = Ctx::new(t, Some(rule));
                 for k in ["id", "msg", "severity", "logdata", "ver", "rev", "phase"] {
                     if target.sel.matches(k.as_bytes()) {
