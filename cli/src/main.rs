@@ -431,7 +431,7 @@ fn run_req_with(req: &Req, extra: Option<&(String, String)>, print: bool, profil
     let mut tx = Transaction::with_id(rs.clone(), "cli-1");
     tx.set_time_ms(wafer_cli::now_ms());
     if profile.is_some() {
-        tx.enable_profile();
+        tx.enable_profile_with_clock(monotonic_nanos);
     }
     tx.process_connection("127.0.0.1", 12345, "127.0.0.1", 80);
     tx.process_uri(uri, method, "HTTP/1.1");
@@ -755,6 +755,12 @@ fn corpus_args(cmd: &str, args: &[String]) -> Result<(Arc<wafer::Ruleset>, Arc<w
         sources.push((f.clone(), reqs));
     }
     Ok((fast, reference, sources))
+}
+
+/// Nanoseconds since the first call (the profile's clock: the engine reads none).
+fn monotonic_nanos() -> u64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    u64::try_from(START.get_or_init(std::time::Instant::now).elapsed().as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// `wafer candidates`: see [`wafer_cli::candidates`].

@@ -539,6 +539,14 @@ impl Transaction {
         self.cache.get_mut().group_stats = Some(Default::default());
     }
 
+    /// As [`Transaction::enable_profile`], timing each rule with `clock` (monotonic nanoseconds).
+    pub fn enable_profile_with_clock(&mut self, clock: fn() -> u64) {
+        self.enable_profile();
+        if let Some(p) = self.profile.as_mut() {
+            p.clock = Some(clock);
+        }
+    }
+
     /// The statistics of this transaction (with the memo table counters).
     pub fn take_profile(&mut self) -> Option<profile::Profile> {
         let mut p = *self.profile.take()?;

@@ -105,6 +105,9 @@ pub struct Profile {
     pub rules: HashMap<u64, RuleStat>,
     pub cache: CacheStats,
     pub groups: HashMap<(u32, u32), GroupStat>,
+    /// The caller's monotonic clock in nanoseconds, for the per-rule times (the engine reads
+    /// no clock); None: times are 0.
+    pub clock: Option<fn() -> u64>,
 }
 
 fn ratio(hit: u64, miss: u64) -> String {

@@ -69,9 +69,10 @@ pub(crate) fn eval_rule(t: &mut Transaction, rule: &Rule, phase: u8) -> Option<D
         return eval_rule_inner(t, rule, phase);
     }
     let before = (t.probe.values.get(), t.probe.skipped.get(), t.probe.ran.get(), t.probe.unshared.get());
-    let start = std::time::Instant::now();
+    let clock = t.profile.as_ref().and_then(|p| p.clock);
+    let start = clock.map_or(0, |c| c());
     let decision = eval_rule_inner(t, rule, phase);
-    let nanos = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    let nanos = clock.map_or(0, |c| c().saturating_sub(start));
     let after = (t.probe.values.get(), t.probe.skipped.get(), t.probe.ran.get(), t.probe.unshared.get());
     if let Some(p) = t.profile.as_mut() {
         p.rules.entry(rule.id).or_default().add(&super::profile::RuleStat {
