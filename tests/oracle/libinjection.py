@@ -34,9 +34,9 @@ import random
 import string
 import sys
 import tempfile
-import urllib.parse
 
 import operators  # tests/oracle/operators.py: run (wafer ids / modsec_ids.py on requests)
+from transforms import raw_bytes, request  # a value's bytes, and the GET carrying it as ?v=
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -276,20 +276,6 @@ SUITES = {
     "sqli-random": (sqli_random_values, 4000),
     "vectors": (vector_values, 0),
 }
-
-
-def raw_bytes(v):
-    if isinstance(v, bytes):
-        return v
-    try:
-        return v.encode("latin-1")
-    except UnicodeEncodeError:
-        return v.encode("utf-8")
-
-
-def request(v):
-    q = urllib.parse.quote(raw_bytes(v), safe="")
-    return f"GET /?v={q} HTTP/1.1\r\nHost: localhost\r\nUser-Agent: oracle\r\nAccept: */*\r\n\r\n"
 
 
 def run_suite(name, wafer_bin, seed, verbose):
