@@ -204,6 +204,26 @@ impl Prefilter {
         out
     }
 
+    /// What a value containing the bytes of `set` (one bit per byte) satisfies by its bytes
+    /// alone (its literals not looked at).
+    pub fn bytes_of_set(&self, set: &[u64; 4]) -> Satisfied {
+        let mut out = Satisfied::new(self.words, 0);
+        if self.words == 0 {
+            return out;
+        }
+        let mut classes = 0u64;
+        for (w, &bits) in set.iter().enumerate() {
+            let mut bits = bits;
+            while bits != 0 {
+                let b = w * 64 + bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                classes |= self.byte_class.get(b).copied().unwrap_or(0);
+            }
+        }
+        self.classes_into(classes, &mut out);
+        out
+    }
+
     /// What the bytes of `v` satisfy.
     fn bytes_part(&self, v: &[u8]) -> Satisfied {
         let mut out = Satisfied::new(self.words, 0);

@@ -1067,6 +1067,12 @@ pub(crate) struct Cache {
     /// A target list (by the address of its `Rc`, alive while `lists` holds it: cleared with
     /// it) -> what any of its values satisfies (see [`Group::union`]).
     pub list_unions: FxMap<usize, Satisfied>,
+    /// A target list (as `list_unions`) -> the bytes any of its values contains.
+    pub list_bytes: FxMap<usize, [u64; 4]>,
+    /// Group slot -> its number of values and what any of them may satisfy after its chain,
+    /// computed without building the group (`link::slot_cannot_match`); None: not known that
+    /// way (runtime removals, values that are not stable).
+    pub slot_unions: FxMap<u32, Option<(usize, Satisfied)>>,
     /// A target list (as `list_unions`) -> its entries as group records keep them, and how
     /// many of its values are not memo entries (see [`Cache::record_base`]).
     record_bases: FxMap<usize, (Option<Base>, usize)>,
@@ -1210,6 +1216,8 @@ impl Cache {
             raw: FxMap::with_capacity_and_hasher(n(64), Default::default()),
             lists: FxMap::with_capacity_and_hasher(n(64), Default::default()),
             list_unions: FxMap::default(),
+            list_bytes: FxMap::default(),
+            slot_unions: FxMap::default(),
             record_bases: FxMap::default(),
             record_diffs: FxMap::default(),
             targets: FxMap::with_capacity_and_hasher(n(64), Default::default()),
@@ -1338,6 +1346,8 @@ impl Cache {
             }
         }
         self.list_unions.clear();
+        self.list_bytes.clear();
+        self.slot_unions.clear();
         self.record_bases.clear();
         self.record_diffs.clear();
     }

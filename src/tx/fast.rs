@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use super::actions::{apply_ctls, digit_bit, has_ctls, note_write, tx_clear, tx_set, undo_note, ALL_DIGITS};
 use super::cache::Cache;
-use super::link::{multi_hits, stable_hit_with};
+use super::link::{multi_hits, slot_cannot_match, stable_hit_with};
 use super::phase;
 use super::removal::rule_removed;
 use super::replay::{self, Replay};
@@ -192,7 +192,7 @@ impl Shortcuts for Fast {
         // it held in the trace (it reads only TX, the trace's at this point: see `replay`),
         // else when its quick record says so and it is not removed.
         if let (None, Some(q @ Quick::TxSkip { .. }), Entry::Rule(rule)) = (&t.profile, q, entry) {
-            if t.replay.traced_hit(rule.index) || (!cannot_match(t, rs, q) && !rule_removed(t, rule)) {
+            if t.replay.traced_hit(rule.index) || (!cannot_match(t, rs, q, rule) && !rule_removed(t, rule)) {
                 // A hit (the replay passes it only where the trace had none).
                 t.replay.record(rule.index, 0, true, false);
                 return Pass::Hit(rule);
@@ -201,7 +201,11 @@ impl Shortcuts for Fast {
         }
         // From the rule's quick record first: most rules are passed without reading them.
         // (Not when profiling: the profile times each rule's whole evaluation.)
-        if t.profile.is_none() && q.is_some_and(|q| cannot_match(t, rs, q)) {
+        let gone = match (q, entry) {
+            (Some(q), Entry::Rule(rule)) if t.profile.is_none() => cannot_match(t, rs, q, rule),
+            _ => false,
+        };
+        if gone {
             // Decided on data that may have changed (see `replay::Run`); no hits, where the
             // trace may have had some (its effects are then missing: the state departs).
             t.replay.plain = false;
@@ -309,14 +313,18 @@ fn effect_of(t: &Transaction, written: &[u8], matched: bool) -> replay::Effect {
 }
 
 /// Whether a rule's quick record shows that it cannot match now (see `compile::quick`).
-fn cannot_match(t: &Transaction, rs: &Ruleset, q: &Quick) -> bool {
+fn cannot_match(t: &Transaction, rs: &Ruleset, q: &Quick, rule: &Rule) -> bool {
     match *q {
         Quick::Eval | Quick::Pre => false,
         Quick::TxNum { key, id, cmp, n } | Quick::TxSkip { key, id, cmp, n } => !tx_num(t, rs, key, id).is_some_and(|v| cmp.holds(v, n)),
         Quick::Group { slot, req, bit } => {
             // Built in this phase by an earlier rule (slots are cleared with every phase and ctl).
             let cache = t.cache.borrow();
-            let Some(Some(g)) = cache.slots.get(slot as usize) else { return false };
+            let Some(Some(g)) = cache.slots.get(slot as usize) else {
+                // Not built: decided from its values without building it.
+                drop(cache);
+                return slot_cannot_match(t, rule, slot, req);
+            };
             // The union exists once a rule evaluated the group (groups of UNION_MIN values or more).
             g.len() == 0 || bit.is_some_and(|b| g.all_failed(b)) || req.is_some_and(|r| g.union.get().is_some_and(|u| !u.has(r)))
         }

@@ -9,7 +9,7 @@ use super::cache::{byte_set, same_bytes, untouched, write_name, Group, RawItem, 
 use super::removal::affected;
 use super::variables::{collect, Ctx, VName, Value};
 use super::Transaction;
-use crate::compile::prefilter::Satisfied;
+use crate::compile::prefilter::{Requirement, Satisfied};
 use crate::compile::Rule;
 use crate::operators::{Captures, Operator};
 use crate::vars::{Source, Target};
@@ -444,6 +444,114 @@ fn target_items(t: &Transaction, ts: u32, mask: u32, target: &Target, head: &Rul
 /// them without a slot.
 fn slot_words(t: &Transaction, slot: Option<u32>) -> (u32, u32) {
     slot.and_then(|s| t.rs.slot_words.get(s as usize)).copied().unwrap_or((0, (t.rs.memo_bits / 64) as u32))
+}
+
+/// Whether `rule` (its first link, with group slot `slot`, prefilter requirement `req`: see
+/// `Quick::Group`) cannot match, decided from the slot's values without building its group:
+/// it has none, or none of them satisfies `req` after the chain ([`slot_union`]). Once per
+/// slot and phase (and after every ctl); false when the values cannot tell.
+pub(crate) fn slot_cannot_match(t: &Transaction, rule: &Rule, slot: u32, req: Option<Requirement>) -> bool {
+    let lacks = |known: &Option<(usize, Satisfied)>| known.as_ref().is_some_and(|(n, u)| *n == 0 || req.is_some_and(|r| !u.has(r)));
+    if let Some(known) = t.cache.borrow().slot_unions.get(&slot) {
+        return lacks(known);
+    }
+    let known = slot_union(t, rule);
+    let out = lacks(&known);
+    t.cache.borrow_mut().slot_unions.insert(slot, known);
+    out
+}
+
+/// The number of values of `rule`'s first link and a superset of what they may satisfy after
+/// its chain: the union of the scans of its target lists' values as they are and of the
+/// forms the chain makes of the values it can change (the group's union, see
+/// [`group_union`], plus the unchanged values' own scans). Each target list is collected once
+/// per phase for every rule (see [`target_items`]), its byte set and union once per phase for
+/// every slot over it, and a value's forms and scans come from the memo when an earlier
+/// transaction made them. None without a shared list: runtime target removals concern the
+/// rule (other rules of the slot may read more values), or a value is not stable.
+fn slot_union(t: &Transaction, rule: &Rule) -> Option<(usize, Satisfied)> {
+    if removal_mask(t, rule)? != 0 || rule.target_sigs.len() != rule.targets.len() {
+        return None;
+    }
+    let pf = &t.rs.prefilter;
+    // `t:lowercase` changes no literal the scan finds (it compares in ASCII lowercase), only
+    // which bytes a value has. A value the chain's other steps leave as it is, with its
+    // capitals lowered too, has two forms at most, itself and its lowercase, and they satisfy
+    // what its own scan and its lowered capitals satisfy: `others` is the other steps'
+    // trigger, `lowered` the capitals' lowercase bytes of such values (one bit set for all).
+    let (others, lower) = rule.transforms.iter().zip(&rule.step_triggers).fold((Some([0u64; 4]), false), |(acc, low), (tf, trig)| match tf {
+        crate::transforms::Transform::Lowercase => (acc, true),
+        _ => (acc.zip(*trig).map(|(a, b)| [a[0] | b[0], a[1] | b[1], a[2] | b[2], a[3] | b[3]]), low),
+    });
+    let with_lowered = |b: &[u64; 4]| if lower { or4(b, &lowered(b)) } else { *b };
+    let mut lowered_bytes = [0u64; 4];
+    let mut union = Satisfied::none(pf.words);
+    let mut n = 0;
+    let mut forms = Vec::new();
+    for (target, &ts) in rule.targets.iter().zip(&rule.target_sigs) {
+        let list = target_items(t, ts, 0, target, rule)?;
+        n += list.len();
+        let key = std::rc::Rc::as_ptr(&list) as usize;
+        let known = t.cache.borrow().list_bytes.get(&key).copied();
+        let any = known.unwrap_or_else(|| {
+            let mut any = [0u64; 4];
+            for item in list.iter() {
+                any = or4(&any, &item.v.bytes);
+            }
+            t.cache.borrow_mut().list_bytes.insert(key, any);
+            any
+        });
+        let known = t.cache.borrow().list_unions.get(&key).map(|u| union.union_with(u)).is_some();
+        if !known {
+            let mut u = Satisfied::none(pf.words);
+            for item in list.iter() {
+                u.union_with(item.v.scan(&t.cache, pf).satisfied());
+            }
+            union.union_with(&u);
+            t.cache.borrow_mut().list_unions.insert(key, u);
+        }
+        if rule.transforms.is_empty() {
+            continue;
+        }
+        // Values over 4 KiB have every byte (see `Interned::bytes`): never untouched.
+        if untouched(&with_lowered(&any), &others) {
+            if lower {
+                lowered_bytes = or4(&lowered_bytes, &lowered(&any));
+            }
+            continue;
+        }
+        {
+            let mut cache = t.cache.borrow_mut();
+            let mut memo = t.memo.borrow_mut();
+            for item in list.iter() {
+                if untouched(&with_lowered(&item.v.bytes), &others) {
+                    if lower {
+                        lowered_bytes = or4(&lowered_bytes, &lowered(&item.v.bytes));
+                    }
+                    continue;
+                }
+                cache.prepare(&item.v, rule.chain_id, rule.multi_match, &rule.transforms, &rule.step_triggers, &mut memo, &mut |e| forms.push(e));
+            }
+        }
+        for e in forms.drain(..) {
+            union.union_with(e.scan(&t.cache, pf).satisfied());
+        }
+    }
+    if lowered_bytes != [0; 4] {
+        union.union_with(&pf.bytes_of_set(&lowered_bytes));
+    }
+    Some((n, union))
+}
+
+fn or4(a: &[u64; 4], b: &[u64; 4]) -> [u64; 4] {
+    [a[0] | b[0], a[1] | b[1], a[2] | b[2], a[3] | b[3]]
+}
+
+/// The lowercase letters of the capitals in byte set `b` (ASCII: bits 65-90 of word 1 moved
+/// to 97-122).
+fn lowered(b: &[u64; 4]) -> [u64; 4] {
+    const CAPITALS: u64 = ((1u64 << 26) - 1) << 1;
+    [0, (b[1] & CAPITALS) << 32, 0, 0]
 }
 
 /// What any value of `g` may satisfy (see [`Group::union`]). A superset is as good (sound)

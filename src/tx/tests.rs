@@ -552,6 +552,46 @@ SecRule ARGS "@rx third[0-9]" "id:22,phase:1,deny,status:403"
     assert_eq!(blocked_by(&rs, "GET", &format!("/?{nine}&i=needle7"), &[], b""), None);
 }
 
+/// A rule whose values cannot satisfy its prefilter is passed before its group is built
+/// (`link::slot_cannot_match`): the verdicts stay those of a full evaluation, with the forms
+/// its chain makes (decoded, lowercased: a capital lowered to a one-byte requirement), with
+/// runtime target removals, and a benign request builds no group of theirs.
+#[test]
+fn rules_are_passed_from_their_values_without_building_groups() {
+    let rs = rules(
+        r#"SecRuleEngine On
+SecRule REQUEST_HEADERS:x-remove "@streq 1" "id:1,phase:1,pass,nolog,ctl:ruleRemoveTargetById=13;ARGS:r"
+SecRule ARGS "@rx needle7" "id:10,phase:1,t:none,t:urlDecodeUni,deny,status:403"
+SecRule ARGS "@rx ^q$" "id:11,phase:1,t:none,t:lowercase,deny,status:403"
+SecRule ARGS|REQUEST_HEADERS:x-h "@rx other[0-9]" "id:12,phase:1,t:none,t:lowercase,t:urlDecodeUni,deny,status:403"
+SecRule ARGS "@rx third[0-9]" "id:13,phase:1,t:none,t:lowercase,deny,status:403"
+SecRule ARGS "@rx fourth[0-9]" "id:14,phase:1,multiMatch,t:none,t:urlDecodeUni,t:lowercase,deny,status:403"
+"#,
+    );
+    let cases: &[(&str, &[(&str, &str)], Option<u64>)] = &[
+        ("/?a=benign&b=quiet", &[], None),
+        ("/?a=NEEDLE7", &[], None),
+        ("/?a=need%6ce7", &[], Some(10)),
+        ("/?a=Q", &[], Some(11)),
+        ("/?a=%2551", &[], None),
+        ("/?a=OTHER%35", &[], Some(12)),
+        ("/?a=x", &[("x-h", "Other%39")], Some(12)),
+        ("/?r=THIRD1", &[], Some(13)),
+        ("/?r=THIRD1", &[("x-remove", "1")], None),
+        ("/?s=THIRD1", &[("x-remove", "1")], Some(13)),
+        ("/?a=FOURTH%35", &[], Some(14)),
+    ];
+    for &(uri, headers, want) in cases {
+        assert_eq!(blocked_by(&rs, "GET", uri, headers, b""), want, "{uri} {headers:?}");
+    }
+    let mut tx = Transaction::new(rs.clone(), "test-1".into());
+    tx.process_uri("/?a=benign&b=Quiet%20Value", "GET", "HTTP/1.1");
+    tx.add_request_header(b"x-h", b"Nothing%20Here");
+    assert!(tx.process_request_headers().is_none());
+    // Only rule 1's (`@streq` has no prefilter requirement); 5 when rules 10-14 build theirs.
+    assert_eq!(tx.cache.get_mut().stats.groups_built, 1);
+}
+
 #[test]
 fn request_memo_tables_are_handed_on_after_phase_2() {
     // Phase 2 memoizes the ARGS' transformations and scans; the response phases read the
@@ -1568,14 +1608,16 @@ SecRule RESPONSE_HEADERS_NAMES "@streq x-leak" "id:4,phase:3,deny,status:505,t:l
 fn replay_tests_a_changed_header_value_alone_under_multimatch() {
     let rs = rules(
         r#"SecRuleEngine On
-SecRule REQUEST_URI|REQUEST_HEADERS "@rx /\.\./" "id:1,phase:2,deny,status:403,multiMatch,t:urlDecodeUni,t:lowercase"
+SecRule REQUEST_URI|REQUEST_HEADERS "@rx /\.\./\w" "id:1,phase:2,deny,status:403,multiMatch,t:urlDecodeUni,t:lowercase"
 "#,
     );
+    // (The Host value has the rule's required literal without matching: its values cannot
+    // pass it without evaluating, see `link::slot_cannot_match`.)
     // (blocking rule, rules the replay passed)
     let go = |id: &str| -> (Option<u64>, u64) {
         let mut tx = Transaction::new(rs.clone(), "t".into());
         tx.process_uri("/a", "GET", "HTTP/1.1");
-        for (k, v) in [("Host", "a"), ("X-Request-Id", id)] {
+        for (k, v) in [("Host", "h/../-"), ("X-Request-Id", id)] {
             tx.add_request_header(k.as_bytes(), v.as_bytes());
         }
         let i = tx.process_request_headers().or_else(|| tx.process_request_body());
@@ -1583,10 +1625,10 @@ SecRule REQUEST_URI|REQUEST_HEADERS "@rx /\.\./" "id:1,phase:2,deny,status:403,m
     };
     assert_eq!(go("r1"), (None, 0));
     assert_eq!(go("r2"), (None, 1), "only the new value tested");
-    assert_eq!(go("r3/../x").0, Some(1), "a hit before any transformation");
+    assert_eq!(go("r3/../1").0, Some(1), "a hit before any transformation");
     assert_eq!(go("r4"), (None, 0));
     assert_eq!(go("r5"), (None, 1));
-    assert_eq!(go("r6%2F..%2Fx").0, Some(1), "a hit after a transformation only");
+    assert_eq!(go("r6%2F..%2F1").0, Some(1), "a hit after a transformation only");
 }
 
 /// A phase that went as the trace's did (no rule evaluated, only a new header value) is not
