@@ -321,9 +321,12 @@ fn cannot_match(t: &Transaction, rs: &Ruleset, q: &Quick, rule: &Rule) -> bool {
             // Built in this phase by an earlier rule (slots are cleared with every phase and ctl).
             let cache = t.cache.borrow();
             let Some(Some(g)) = cache.slots.get(slot as usize) else {
-                // Not built: decided from its values without building it.
+                // Not built: decided from its values without building it; not while the
+                // replay follows a trace (the rule is then evaluated, or tested on its changed
+                // values alone, so that the phase's walk can serve the next transaction whole:
+                // see `replay::Run`).
                 drop(cache);
-                return slot_cannot_match(t, rule, slot, req);
+                return !t.replay.active && slot_cannot_match(t, rule, slot, req);
             };
             // The union exists once a rule evaluated the group (groups of UNION_MIN values or more).
             g.len() == 0 || bit.is_some_and(|b| g.all_failed(b)) || req.is_some_and(|r| g.union.get().is_some_and(|u| !u.has(r)))

@@ -558,16 +558,15 @@ SecRule ARGS "@rx third[0-9]" "id:22,phase:1,deny,status:403"
 /// runtime target removals, and a benign request builds no group of theirs.
 #[test]
 fn rules_are_passed_from_their_values_without_building_groups() {
-    let rs = rules(
-        r#"SecRuleEngine On
+    let text = r#"SecRuleEngine On
 SecRule REQUEST_HEADERS:x-remove "@streq 1" "id:1,phase:1,pass,nolog,ctl:ruleRemoveTargetById=13;ARGS:r"
 SecRule ARGS "@rx needle7" "id:10,phase:1,t:none,t:urlDecodeUni,deny,status:403"
 SecRule ARGS "@rx ^q$" "id:11,phase:1,t:none,t:lowercase,deny,status:403"
 SecRule ARGS|REQUEST_HEADERS:x-h "@rx other[0-9]" "id:12,phase:1,t:none,t:lowercase,t:urlDecodeUni,deny,status:403"
 SecRule ARGS "@rx third[0-9]" "id:13,phase:1,t:none,t:lowercase,deny,status:403"
 SecRule ARGS "@rx fourth[0-9]" "id:14,phase:1,multiMatch,t:none,t:urlDecodeUni,t:lowercase,deny,status:403"
-"#,
-    );
+"#;
+    let rs = rules(text);
     let cases: &[(&str, &[(&str, &str)], Option<u64>)] = &[
         ("/?a=benign&b=quiet", &[], None),
         ("/?a=NEEDLE7", &[], None),
@@ -584,7 +583,9 @@ SecRule ARGS "@rx fourth[0-9]" "id:14,phase:1,multiMatch,t:none,t:urlDecodeUni,t
     for &(uri, headers, want) in cases {
         assert_eq!(blocked_by(&rs, "GET", uri, headers, b""), want, "{uri} {headers:?}");
     }
-    let mut tx = Transaction::new(rs.clone(), "test-1".into());
+    // A new rule set: no trace of an earlier request for the replay to follow (while it
+    // follows one, groups are built as before).
+    let mut tx = Transaction::new(rules(text), "test-1".into());
     tx.process_uri("/?a=benign&b=Quiet%20Value", "GET", "HTTP/1.1");
     tx.add_request_header(b"x-h", b"Nothing%20Here");
     assert!(tx.process_request_headers().is_none());
