@@ -281,10 +281,12 @@ const JAVA_RUNTIME_PACKAGES: &[&str] = &["java.lang", "java.lang.reflect", "java
 /// passes; `java.util.Scanner(...)` does not.
 fn java_runtime_name(value: &[u8]) -> Option<String> {
     let ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'$';
+    let at = |k: usize| value.get(k).copied();
     let mut i = 0;
     while i + 5 <= value.len() {
-        let at_start = i == 0 || !(ident(value[i - 1]) || value[i - 1] == b'.');
-        if !(at_start && value[i..].starts_with(b"java")) {
+        let before = i.checked_sub(1).and_then(at);
+        let at_start = before.is_none_or(|b| !(ident(b) || b == b'.'));
+        if !(at_start && value.get(i..).is_some_and(|r| r.starts_with(b"java"))) {
             i += 1;
             continue;
         }
@@ -292,25 +294,27 @@ fn java_runtime_name(value: &[u8]) -> Option<String> {
         let mut j = i;
         let mut parts: Vec<&[u8]> = Vec::new();
         loop {
-            let k = j + value[j..].iter().take_while(|&&b| ident(b)).count();
-            if k == j {
+            let word = value.get(j..).unwrap_or_default();
+            let n = word.iter().take_while(|&&b| ident(b)).count();
+            if n == 0 {
                 break;
             }
-            parts.push(&value[j..k]);
-            j = k;
-            if value.get(j) == Some(&b'.') && value.get(j + 1).is_some_and(|&b| b.is_ascii_alphabetic()) {
+            parts.extend(word.get(..n));
+            j += n;
+            if at(j) == Some(b'.') && at(j + 1).is_some_and(|b| b.is_ascii_alphabetic()) {
                 j += 1;
             } else {
                 break;
             }
         }
-        let class = parts.iter().position(|p| p[0].is_ascii_uppercase());
-        if let Some(c) = class.filter(|&c| c >= 2 && (parts[0] == b"java" || parts[0] == b"javax")) {
-            if parts[..c].iter().all(|p| p.iter().all(|&b| b.is_ascii_lowercase() || b.is_ascii_digit())) {
-                let package = parts[..c].iter().map(|p| String::from_utf8_lossy(p)).collect::<Vec<_>>().join(".");
-                let name = format!("{package}.{}", String::from_utf8_lossy(parts[c]));
+        let class = parts.iter().position(|p| p.first().is_some_and(u8::is_ascii_uppercase));
+        if let Some(c) = class.filter(|&c| c >= 2 && matches!(parts.first(), Some(&b"java") | Some(&b"javax"))) {
+            let package_parts = parts.get(..c).unwrap_or_default();
+            if package_parts.iter().all(|p| p.iter().all(|&b| b.is_ascii_lowercase() || b.is_ascii_digit())) {
+                let package = package_parts.iter().map(|p| String::from_utf8_lossy(p)).collect::<Vec<_>>().join(".");
+                let name = format!("{package}.{}", String::from_utf8_lossy(parts.get(c).copied().unwrap_or_default()));
                 // What follows the class: a call, a member, `.class`, `::`.
-                let member_call = parts.len() > c + 1 || matches!(value.get(j), Some(b'(') | Some(b':'));
+                let member_call = parts.len() > c + 1 || matches!(at(j), Some(b'(') | Some(b':'));
                 if JAVA_RUNTIME_PACKAGES.contains(&package.as_str()) || member_call {
                     return Some(name);
                 }
