@@ -268,9 +268,69 @@ fn cmd_statement(toks: &[Tok]) -> Option<String> {
 }
 
 /// The injection found, as `program` (or the construct's name).
+/// The Java packages whose classes run programs, touch files or sockets, or load code by
+/// name: a qualified name in one of them is the core of a Java deserialization or
+/// expression-language payload (`java.lang.Runtime`, `java.io.FileOutputStream`).
+const JAVA_RUNTIME_PACKAGES: &[&str] = &["java.lang", "java.lang.reflect", "java.io", "java.nio", "java.nio.file", "java.net", "java.rmi", "java.beans", "javax.script", "javax.naming", "javax.management"];
+
+/// A Java qualified class name of the `java.*`/`javax.*` runtime: lower-case package
+/// identifiers separated by `.`, starting with `java` or `javax`, then an identifier that
+/// starts with a capital (the class). It is an injection when the package is one of
+/// [`JAVA_RUNTIME_PACKAGES`], or when a call or a class-loading form follows the name
+/// (`(`, `.class`, `::`, `.forName`, `.getRuntime`, ...). `java.util.List` in a sentence
+/// passes; `java.util.Scanner(...)` does not.
+fn java_runtime_name(value: &[u8]) -> Option<String> {
+    let ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'$';
+    let at = |k: usize| value.get(k).copied();
+    let mut i = 0;
+    while i + 5 <= value.len() {
+        let before = i.checked_sub(1).and_then(at);
+        let at_start = before.is_none_or(|b| !(ident(b) || b == b'.'));
+        if !(at_start && value.get(i..).is_some_and(|r| r.starts_with(b"java"))) {
+            i += 1;
+            continue;
+        }
+        // The dotted name from i.
+        let mut j = i;
+        let mut parts: Vec<&[u8]> = Vec::new();
+        loop {
+            let word = value.get(j..).unwrap_or_default();
+            let n = word.iter().take_while(|&&b| ident(b)).count();
+            if n == 0 {
+                break;
+            }
+            parts.extend(word.get(..n));
+            j += n;
+            if at(j) == Some(b'.') && at(j + 1).is_some_and(|b| b.is_ascii_alphabetic()) {
+                j += 1;
+            } else {
+                break;
+            }
+        }
+        let class = parts.iter().position(|p| p.first().is_some_and(u8::is_ascii_uppercase));
+        if let Some(c) = class.filter(|&c| c >= 2 && matches!(parts.first(), Some(&b"java") | Some(&b"javax"))) {
+            let package_parts = parts.get(..c).unwrap_or_default();
+            if package_parts.iter().all(|p| p.iter().all(|&b| b.is_ascii_lowercase() || b.is_ascii_digit())) {
+                let package = package_parts.iter().map(|p| String::from_utf8_lossy(p)).collect::<Vec<_>>().join(".");
+                let name = format!("{package}.{}", String::from_utf8_lossy(parts.get(c).copied().unwrap_or_default()));
+                // What follows the class: a call, a member, `.class`, `::`.
+                let member_call = parts.len() > c + 1 || matches!(at(j), Some(b'(') | Some(b':'));
+                if JAVA_RUNTIME_PACKAGES.contains(&package.as_str()) || member_call {
+                    return Some(name);
+                }
+            }
+        }
+        i = j.max(i + 1);
+    }
+    None
+}
+
 pub fn detect_cmdi(value: &[u8]) -> Option<String> {
     if value.len() < 2 {
         return None;
+    }
+    if let Some(hit) = java_runtime_name(value) {
+        return Some(hit);
     }
     // Without shell syntax (operators, quotes, escapes, expansions, paths, comparisons) the
     // tokens are all words, and only the first can be in command position: unless it names a
@@ -377,7 +437,18 @@ pub fn detect_cmdi(value: &[u8]) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::detect_cmdi;
+    use super::{detect_cmdi, java_runtime_name};
+
+    #[test]
+    fn java_runtime_class_names() {
+        for v in ["java.lang.Runtime", "test=java.lang.ProcessBuilder", "{\"java.io.File\": \"test\"}", "x=java.io.BufferedReader", "java.nio.file.Files.readAllBytes(p)", "T(java.lang.Runtime).getRuntime().exec('id')", "Class.forName(\"javax.script.ScriptEngineManager\")", "java.util.Scanner(x)", "java.util.Base64.getDecoder()"] {
+            assert!(java_runtime_name(v.as_bytes()).is_some(), "{v}");
+            assert!(detect_cmdi(v.as_bytes()).is_some(), "{v}");
+        }
+        for v in ["I like java.", "java.util.List is an interface", "javascript.Runtime", "java.Lang", "download java.com/Download", "myjava.lang.Runtime", "java.lang", "Java.Lang.Runtime"] {
+            assert!(java_runtime_name(v.as_bytes()).is_none(), "{v}");
+        }
+    }
 
     fn hit(s: &str) -> bool {
         detect_cmdi(s.as_bytes()).is_some()

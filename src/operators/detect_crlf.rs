@@ -4,7 +4,8 @@
 //! encoded once more). The first line is the value as the application meant it; every
 //! following line is an injection when it starts like a header the HTTP or mail layer acts
 //! on: `Name:` with a name of [`HEADERS`] or any `X-` name, an HTTP status line
-//! (`HTTP/1.1 200`), or when the lines contain an empty line followed by markup (response
+//! (`HTTP/1.1 200`), a name of hyphenated words (`Remote-Addr:`), a `name=value` parameter
+//! after a lone CR (`test\rnext=more`: browsers send line breaks as CRLF), or when the lines contain an empty line followed by markup (response
 //! splitting: `\r\n\r\n<html>`). Free text with line breaks passes: "Note:" or "Dear John,"
 //! are no header.
 
@@ -67,9 +68,18 @@ pub fn detect_crlf(value: &[u8]) -> Option<&'static str> {
         if let Some((name, rest)) = lower.split_once(':') {
             let name = name.trim_end();
             let valid = !name.is_empty() && name.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-');
-            if valid && (HEADERS.contains(&name) || name.starts_with("x-")) && (!rest.is_empty() || name.starts_with("x-")) {
+            // A name of hyphenated words of 3 letters or more is written the way HTTP names
+            // its headers (`Remote-Addr`, `Accept-Language`); prose has few (`E-mail:`,
+            // `Check-in:` have a shorter word).
+            let hyphenated = name.contains('-') && name.split('-').all(|w| w.len() >= 3 && w.bytes().all(|c| c.is_ascii_alphabetic()));
+            if valid && (HEADERS.contains(&name) || name.starts_with("x-") || (hyphenated && !rest.trim().is_empty())) && (!rest.is_empty() || name.starts_with("x-")) {
                 return Some(if matches!(name, "bcc" | "cc" | "to" | "from" | "subject" | "reply-to" | "sender" | "return-path") { "mail-header" } else { "http-header" });
             }
+        }
+        // After a CR alone (browsers send a text's line breaks as CRLF), a parameter
+        // `name=value`: a query or form body split in two (`test\rnext=more`).
+        if bare_cr_before(&s, line) && param_line(l) {
+            return Some("parameter-splitting");
         }
         if lower.starts_with("http/1.") || lower.starts_with("http/2") {
             return Some("status-line");
@@ -81,20 +91,31 @@ pub fn detect_crlf(value: &[u8]) -> Option<&'static str> {
     None
 }
 
+/// Whether `line` (a slice of `s`) follows a CR that is not part of a CRLF.
+fn bare_cr_before(s: &str, line: &str) -> bool {
+    let start = line.as_ptr() as usize - s.as_ptr() as usize;
+    start >= 1 && s.as_bytes().get(start - 1) == Some(&b'\r')
+}
+
+/// `name=value` with no blank: an identifier, `=`, then anything without whitespace.
+fn param_line(l: &str) -> bool {
+    l.split_once('=').is_some_and(|(n, v)| !n.is_empty() && n.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'[' || c == b']') && !v.contains(char::is_whitespace))
+}
+
 #[cfg(test)]
 mod tests {
     use super::detect_crlf as d;
 
     #[test]
     fn injected_headers() {
-        for s in ["x\r\nSet-Cookie: a=b", "%0d%0aLocation: http://evil", "me@x.com\nBcc: all@x.com", "hi%0ACc:victim@x.com", "a\r\n\r\n<html>owned</html>", "a\\r\\nX-Injected: 1", "x%0d%0aHTTP/1.1 200 OK", "subject\nContent-Type: text/html"] {
+        for s in ["x\r\nSet-Cookie: a=b", "%0d%0aLocation: http://evil", "me@x.com\nBcc: all@x.com", "hi%0ACc:victim@x.com", "a\r\n\r\n<html>owned</html>", "a\\r\\nX-Injected: 1", "x%0d%0aHTTP/1.1 200 OK", "subject\nContent-Type: text/html", "\r\nRemote-addr: foo.bar.com", "test\rnext=more", "a%0dadmin=1"] {
             assert!(d(s.as_bytes()).is_some(), "{s}");
         }
     }
 
     #[test]
     fn text_with_lines_passes() {
-        for s in ["Dear John,\nNote: see below\nThanks", "line1\r\nline2", "100%0 sure", "C:\\new\\dir", "Set-Cookie: a", "a\n\nb", "Time: 10:00\nPlace: here"] {
+        for s in ["Dear John,\nNote: see below\nThanks", "line1\r\nline2", "100%0 sure", "C:\\new\\dir", "Set-Cookie: a", "a\n\nb", "Time: 10:00\nPlace: here", "Hi\r\nE-mail: jane@example.com", "Hi\nCheck-in: 15:00", "a=1\r\nb=2", "x\nkey=value", "x\rnote = hello world", "Hi\r\nFollow-up:"] {
             assert!(d(s.as_bytes()).is_none(), "{s}");
         }
     }

@@ -10,6 +10,10 @@
 //!   `/proc/self/environ`, an absolute path under a system directory);
 //! - it starts with a stream wrapper (`php://`, `file://`, `phar://`, `zip://`, `expect://`,
 //!   `data:...;base64,`, `glob://`, `jar:`).
+//! - it is a remote file inclusion: a URL (`scheme://host...`) whose host is an IP address
+//!   (`http://66.240.183.75/shell.php`, `https://[2001:db8::1]/x`), or that ends with `?`
+//!   (not `/?`) or a NUL, which turn the suffix an application appends (`.php`) into the URL's query.
+//!   A URL to a named host (`https://example.com/page`) is an ordinary value and passes.
 
 const SENSITIVE: &[&str] = &[
     "etc/passwd", "etc/shadow", "etc/hosts", "etc/group", "etc/issue", "etc/motd", "etc/fstab", "etc/crontab", "etc/sudoers", "proc/self", "proc/version", "proc/cpuinfo", "win.ini", "boot.ini", "system.ini", "windows/system32", "winnt/", "inetpub", ".htaccess", ".htpasswd", "wp-config", "web.config", ".env", "id_rsa", "id_dsa", ".ssh/", "authorized_keys", ".bash_history", ".bashrc", "/var/log", "httpd.conf", "nginx.conf", "php.ini", "my.cnf", "web-inf", "meta-inf", "/etc/", ".git/", "config.php", "settings.py", "database.yml", "applicationhost.config", "sam", "repair/",
@@ -18,7 +22,7 @@ const SENSITIVE: &[&str] = &[
 /// First segments of absolute paths that belong to the system, not to a web app.
 const SYSTEM_ROOTS: &[&str] = &["etc", "proc", "var", "usr", "opt", "root", "sys", "dev", "boot", "bin", "sbin", "lib", "lib64", "srv", "private", "windows", "winnt", "system32", "inetpub", "xampp", "wamp", "program files", "programdata", "apache", "apache2", "nginx", "home"];
 
-const WRAPPERS: &[&str] = &["php://", "file://", "phar://", "zip://", "expect://", "glob://", "data://", "ogg://", "rar://", "zlib://", "compress.zlib://", "compress.bzip2://", "ssh2.", "jar:file:", "jar:http", "netdoc://", "gopher://", "dict://"];
+const WRAPPERS: &[&str] = &["php://", "file://", "phar://", "zip://", "expect://", "glob://", "data://", "ogg://", "rar://", "zlib://", "compress.zlib://", "compress.bzip2://", "ssh2.", "jar:file:", "jar:http", "netdoc://", "gopher://", "dict://", "local_file://", "url:file:"];
 
 fn normalize(v: &[u8]) -> String {
     // Nested `%25` first (`%252e` -> `%2e`), at most three times.
@@ -164,6 +168,9 @@ pub fn may_match(value: &[u8]) -> bool {
         }
         (prev2, prev) = (prev, c);
     }
+    if value.windows(3).any(|w| w == b"://") {
+        return true;
+    }
     let t = value.iter().position(|c| !matches!(c, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')).and_then(|p| value.get(p..)).unwrap_or_default();
     let starts = |v: &[u8], pat: &str| v.len() >= pat.len() && v.iter().zip(pat.bytes()).all(|(&a, b)| (if a == b'\\' { b'/' } else { a.to_ascii_lowercase() }) == b);
     let drive = t.first().is_some_and(u8::is_ascii_alphabetic) && t.get(1) == Some(&b':') && matches!(t.get(2), Some(b'/' | b'\\'));
@@ -183,6 +190,9 @@ pub fn detect_path_traversal(value: &[u8]) -> Option<&'static str> {
     let t = s.trim_start();
     if WRAPPERS.iter().any(|w| t.starts_with(w)) || (t.starts_with("data:") && t.contains(";base64,")) {
         return Some("wrapper");
+    }
+    if remote_inclusion(value) {
+        return Some("remote-inclusion");
     }
     // Walk the segments.
     let mut depth: i32 = 0;
@@ -244,9 +254,57 @@ pub fn detect_path_traversal(value: &[u8]) -> Option<&'static str> {
     None
 }
 
+/// Schemes an application can fetch a remote file with.
+const REMOTE_SCHEMES: &[&str] = &["http", "https", "ftp", "ftps", "sftp", "tftp", "ldap", "ldaps", "smb", "rmi", "ssh"];
+
+/// Whether the whole value (blanks aside) is a remote URL that includes a file: `scheme://`,
+/// an optional `user@`, a host that is an IPv4 or IPv6 address; or any host, with the URL
+/// ending in `?`, `%00` or a NUL (the appended suffix made a query or cut off).
+fn remote_inclusion(value: &[u8]) -> bool {
+    let v = String::from_utf8_lossy(value);
+    let v = v.trim();
+    let Some((scheme, rest)) = v.split_once("://") else { return false };
+    if !REMOTE_SCHEMES.iter().any(|s| s.eq_ignore_ascii_case(scheme)) || rest.is_empty() || rest.contains(char::is_whitespace) {
+        return false;
+    }
+    // `?` right after a host or a file name (not `/?`: a page's empty query).
+    if (rest.ends_with('?') && !rest.ends_with("/?")) || rest.ends_with('\0') || rest.to_ascii_lowercase().ends_with("%00") {
+        return true;
+    }
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    if let Some(h) = host.strip_prefix('[') {
+        // `[v6]` or `[v6]:port`.
+        return h.split_once(']').is_some_and(|(a, _)| ipv6(a));
+    }
+    // An IPv6 address without brackets (`2001:41d0::29c8/x`): more than one `:`.
+    if host.matches(':').count() >= 2 {
+        return ipv6(host);
+    }
+    let name = host.split(':').next().unwrap_or_default();
+    let octets: Vec<&str> = name.split('.').collect();
+    octets.len() == 4 && octets.iter().all(|o| !o.is_empty() && o.len() <= 3 && o.bytes().all(|b| b.is_ascii_digit()) && o.parse::<u16>().is_ok_and(|n| n <= 255))
+}
+
+/// An IPv6 address: hex groups of at most 4 digits separated by `:`, at least two `:`.
+fn ipv6(a: &str) -> bool {
+    a.matches(':').count() >= 2 && a.split(':').all(|g| g.len() <= 4 && g.bytes().all(|b| b.is_ascii_hexdigit())) && a.bytes().any(|b| b.is_ascii_hexdigit())
+}
+
 #[cfg(test)]
 mod tests {
     use super::detect_path_traversal as d;
+
+    #[test]
+    fn remote_inclusion_urls() {
+        for v in ["http://66.240.183.75/crash.php", "https://[2001:41d0:701:1100::29c8]/gecko.php", "https://2001:41d0:701:1100::29c8/gecko.php", "ldap://127.0.0.1/", "https://foo.bar?", "http://evil.example/shell.txt?", "ftp://user@10.0.0.1:21/x", "http://evil.example/s.txt%00", "local_file://something", "url:file://etc/services"] {
+            assert!(d(v.as_bytes()).is_some(), "{v}");
+            assert!(super::may_match(v.as_bytes()), "{v}");
+        }
+        for v in ["https://example.com/page", "https://shop.example.com/cart.php?id=1", "http://example.com/?", "see https://example.com/help?", "https://1.2.3.4.example.com/", "http://999.1.1.1/", "mailto:someone@example.com", "https://example.com/a?b=c"] {
+            assert!(d(v.as_bytes()).is_none(), "{v}");
+        }
+    }
 
     #[test]
     fn escapes_of_the_root() {

@@ -8,6 +8,7 @@ pub mod detect_cmdi;
 pub mod detect_crlf;
 pub mod detect_ldapi;
 pub mod detect_nosqli;
+pub mod detect_path_segments;
 pub mod detect_path_traversal;
 pub mod detect_ssi;
 pub mod detect_ssti;
@@ -127,6 +128,10 @@ pub enum Detector {
     Nosqli,
     Xxe,
     Crlf,
+    /// `@detectSQLiPath`: libinjection's SQLi on a path and each of its segments.
+    SqliPath,
+    /// `@detectXSSPath`: libinjection's XSS on a path and each of its segments.
+    XssPath,
 }
 
 impl Detector {
@@ -139,6 +144,8 @@ impl Detector {
         ("detectnosqli", "DetectNoSQLi", Detector::Nosqli),
         ("detectxxe", "DetectXXE", Detector::Xxe),
         ("detectcrlf", "DetectCRLF", Detector::Crlf),
+        ("detectsqlipath", "DetectSQLiPath", Detector::SqliPath),
+        ("detectxsspath", "DetectXSSPath", Detector::XssPath),
     ];
 
     fn from_name(lower: &str) -> Option<Detector> {
@@ -157,7 +164,7 @@ impl Detector {
     /// program at its start).
     fn may_match(self, value: &[u8]) -> bool {
         match self {
-            Detector::Cmdi => true,
+            Detector::Cmdi | Detector::SqliPath | Detector::XssPath => true,
             Detector::Crlf => detect_crlf::may_match(value),
             Detector::PathTraversal => detect_path_traversal::may_match(value),
             Detector::Ssti => detect_ssti::may_match(value),
@@ -182,6 +189,8 @@ impl Detector {
             Detector::Nosqli => detect_nosqli::detect_nosqli(value).map(String::from),
             Detector::Xxe => detect_xxe::detect_xxe(value).map(String::from),
             Detector::Crlf => detect_crlf::detect_crlf(value).map(String::from),
+            Detector::SqliPath => detect_path_segments::detect_sqli_path(value),
+            Detector::XssPath => detect_path_segments::detect_xss_path(value).then(|| String::from("xss")),
         }
     }
 }
@@ -575,6 +584,8 @@ mod detector_prefilter_tests {
                 Detector::Nosqli => super::detect_nosqli::detect_nosqli(v).map(String::from),
                 Detector::Xxe => super::detect_xxe::detect_xxe(v).map(String::from),
                 Detector::Crlf => super::detect_crlf::detect_crlf(v).map(String::from),
+                Detector::SqliPath => super::detect_path_segments::detect_sqli_path(v),
+                Detector::XssPath => super::detect_path_segments::detect_xss_path(v).then(|| String::from("xss")),
             }
         };
         let mut hits = 0;

@@ -1,8 +1,9 @@
 //! `@wafer-detect` through Envoy (docs/detection.md): with the CRS PL1 it blocks attacks the
 //! CRS PL1 alone passes (a base64-wrapped command, server-side JavaScript for a NoSQL query in a JSON body, an XXE
 //! entity in an XML body, a command in a URL path segment, a mail header in a form field, a NoSQL operator in a header, a
-//! traversal with a fuzzer's separators, a parameter-entity reference), benign requests (a browser's
-//! headers, a bearer token, percent signs in text) still pass whole,
+//! traversal with a fuzzer's separators, a parameter-entity reference, SQLi in one path segment, a
+//! remote inclusion from an IP address in a header, a base64 Java class name), benign requests (a browser's
+//! headers, a bearer token, percent signs in text, an IP-address Referer, a URL parameter) still pass whole,
 //! and in DetectionOnly it blocks nothing. The same requests pass with the CRS alone, so the
 //! blocks are the include's.
 
@@ -28,6 +29,10 @@ fn attacks() -> Vec<(&'static str, Request)> {
         ("a NoSQL operator in a header", Request::get("/api/items").header("X-Filter", r#"{"price": {"$gt": ""}}"#)),
         ("a traversal with a fuzzer's separators", Request::get("/download?file=..%25bg%25qfwindows%25bg%25qfsystem32%25bg%25qfdrivers%25bg%25qfetc%25bg%25qfhosts")),
         ("a parameter-entity reference", Request::get("/search?q=%25remote%3B")),
+        ("SQL injection in one URL path segment", Request::get("/files/-8709%22%20or%208571%3D8571--/view")),
+        ("a remote inclusion from an IP address in a header", Request::get("/api/items").header("X-Include", "http://66.240.183.75/crash.php")),
+        // base64 of "java.lang.Runtime"
+        ("a base64 Java runtime class name", Request::get("/search?q=amF2YS5sYW5nLlJ1bnRpbWU=")),
     ]
 }
 
@@ -43,6 +48,10 @@ fn benign() -> Vec<Request> {
             .header("sec-ch-ua", r#""Google Chrome";v="125", "Chromium";v="125", "Not_A Brand";v="24""#)
             .header("Authorization", "Bearer eyJhbGciOiJSUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiI0NDI0MjQ4Iiwic2NvcGUiOiJvcmRlcnM6cmVhZCBjYXJ0In0.eOgITOkdNXTSegoRMEdpRDjjD30zHhKG0JCw63JoTxY"),
         Request::get("/search?q=100%25+cotton%3B+50%25+off&fmt=%25s%3B"),
+        // A page of an intranet host by IP as the Referer, a URL to a named host in a parameter,
+        // a path with punctuation in its segments.
+        Request::get("/app/index.php?next=https%3A%2F%2Fshop.example.com%2Fcart.php%3Fid%3D1").header("Referer", "http://192.168.0.10/app/index.php"),
+        Request::get("/blog/2024/05/hello-world-(part-2)/comments"),
     ]
 }
 
