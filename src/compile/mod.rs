@@ -139,6 +139,9 @@ pub struct Rule {
     pub chain_trigger: Option<[u64; 4]>,
     /// Each step's trigger bytes (None: it may change any value).
     pub step_triggers: Vec<Option<[u64; 4]>>,
+    /// `chain_trigger` without the `t:lowercase` steps, and whether the chain has one (see
+    /// `tx::link::slot_union`: lowercasing changes no literal the prefilter finds).
+    pub cased_trigger: (Option<[u64; 4]>, bool),
     /// When every target reads request/response data that is fixed during a
     /// phase: the interned id of the target list, so rules with the same
     /// targets and chain share one prepared list of values per phase.
@@ -810,6 +813,7 @@ impl Compiler {
             prefilter: pf,
             chain_id: 0,
             chain_trigger: None,
+            cased_trigger: (None, false),
             step_triggers: Vec::new(),
             target_sig: None,
             target_sigs: Vec::new(),
@@ -867,13 +871,9 @@ impl Compiler {
             r.tag_ids = r.tags.iter().map(|t| number(&mut tags, t.clone())).collect();
             r.chain_id = number(&mut chains, r.transforms.clone());
             r.step_triggers = r.transforms.iter().map(|t| t.trigger()).collect();
-            r.chain_trigger = r.step_triggers.iter().try_fold([0u64; 4], |mut acc, trig| {
-                let trig = (*trig)?;
-                for (a, b) in acc.iter_mut().zip(trig.iter()) {
-                    *a |= b;
-                }
-                Some(acc)
-            });
+            r.chain_trigger = trigger_union(r.step_triggers.iter());
+            let cased = r.transforms.iter().zip(&r.step_triggers).filter(|(t, _)| **t != Transform::Lowercase).map(|(_, trig)| trig);
+            r.cased_trigger = (trigger_union(cased), r.transforms.contains(&Transform::Lowercase));
             r.target_sig = target_signature(&r.targets).map(|key| number(&mut sigs, key));
             r.target_sigs = if r.target_sig.is_some() {
                 let mut ids = Vec::with_capacity(r.targets.len());
@@ -1166,4 +1166,15 @@ mod tests {
         assert_eq!(rs.rule_count(), 2);
         assert_eq!(rs.skip_target(0, 0), Some(2));
     }
+}
+
+/// The union of transformation steps' trigger bytes (None when a step may change any value).
+fn trigger_union<'a>(mut steps: impl Iterator<Item = &'a Option<[u64; 4]>>) -> Option<[u64; 4]> {
+    steps.try_fold([0u64; 4], |mut acc, trig| {
+        let trig = (*trig)?;
+        for (a, b) in acc.iter_mut().zip(trig.iter()) {
+            *a |= b;
+        }
+        Some(acc)
+    })
 }

@@ -478,11 +478,8 @@ fn slot_union(t: &Transaction, rule: &Rule) -> Option<(usize, Satisfied)> {
     // which bytes a value has. A value the chain's other steps leave as it is, with its
     // capitals lowered too, has two forms at most, itself and its lowercase, and they satisfy
     // what its own scan and its lowered capitals satisfy: `others` is the other steps'
-    // trigger, `lowered` the capitals' lowercase bytes of such values (one bit set for all).
-    let (others, lower) = rule.transforms.iter().zip(&rule.step_triggers).fold((Some([0u64; 4]), false), |(acc, low), (tf, trig)| match tf {
-        crate::transforms::Transform::Lowercase => (acc, true),
-        _ => (acc.zip(*trig).map(|(a, b)| [a[0] | b[0], a[1] | b[1], a[2] | b[2], a[3] | b[3]]), low),
-    });
+    // trigger, `lowered_bytes` the capitals' lowercase bytes of such values (one set for all).
+    let (others, lower) = rule.cased_trigger;
     let with_lowered = |b: &[u64; 4]| if lower { or4(b, &lowered(b)) } else { *b };
     let mut lowered_bytes = [0u64; 4];
     let mut union = Satisfied::none(pf.words);
@@ -501,15 +498,7 @@ fn slot_union(t: &Transaction, rule: &Rule) -> Option<(usize, Satisfied)> {
             t.cache.borrow_mut().list_bytes.insert(key, any);
             any
         });
-        let known = t.cache.borrow().list_unions.get(&key).map(|u| union.union_with(u)).is_some();
-        if !known {
-            let mut u = Satisfied::none(pf.words);
-            for item in list.iter() {
-                u.union_with(item.v.scan(&t.cache, pf).satisfied());
-            }
-            union.union_with(&u);
-            t.cache.borrow_mut().list_unions.insert(key, u);
-        }
+        union.union_with(&list_union(t, &list));
         if rule.transforms.is_empty() {
             continue;
         }
@@ -554,21 +543,27 @@ fn lowered(b: &[u64; 4]) -> [u64; 4] {
     [0, (b[1] & CAPITALS) << 32, 0, 0]
 }
 
+/// The union of the scans of `list`'s values as they are, once per list and phase (shared by
+/// every group and slot over it: `Cache::list_unions`).
+fn list_union(t: &Transaction, list: &std::rc::Rc<Vec<RawItem>>) -> Satisfied {
+    let key = std::rc::Rc::as_ptr(list) as usize;
+    if let Some(u) = t.cache.borrow().list_unions.get(&key) {
+        return u.clone();
+    }
+    let mut u = Satisfied::none(t.rs.prefilter.words);
+    for item in list.iter() {
+        u.union_with(item.v.scan(&t.cache, &t.rs.prefilter).satisfied());
+    }
+    t.cache.borrow_mut().list_unions.insert(key, u.clone());
+    u
+}
+
 /// What any value of `g` may satisfy (see [`Group::union`]). A superset is as good (sound)
 /// and cheaper: the union of the whole raw list (shared by every group over it) and of the
 /// values the chain changed.
 fn group_union<'g>(t: &Transaction, g: &'g Group) -> &'g Satisfied {
     g.union.get_or_init(|| {
-        let key = std::rc::Rc::as_ptr(&g.raw) as usize;
-        let known = t.cache.borrow().list_unions.get(&key).cloned();
-        let mut u = known.unwrap_or_else(|| {
-            let mut u = Satisfied::none(t.rs.prefilter.words);
-            for item in g.raw.iter() {
-                u.union_with(item.v.scan(&t.cache, &t.rs.prefilter).satisfied());
-            }
-            t.cache.borrow_mut().list_unions.insert(key, u.clone());
-            u
-        });
+        let mut u = list_union(t, &g.raw);
         for (_, p) in &g.changed {
             u.union_with(p.scan(&t.cache, &t.rs.prefilter).satisfied());
         }
