@@ -22,6 +22,42 @@ const SENSITIVE: &[&str] = &[
 /// First segments of absolute paths that belong to the system, not to a web app.
 const SYSTEM_ROOTS: &[&str] = &["etc", "proc", "var", "usr", "opt", "root", "sys", "dev", "boot", "bin", "sbin", "lib", "lib64", "srv", "private", "windows", "winnt", "system32", "inetpub", "xampp", "wamp", "program files", "programdata", "apache", "apache2", "nginx", "home"];
 
+/// First directories of Windows drive paths (`C:/xampp/...`, `C:\php\sessions\`) where
+/// the stacks' servers keep their configuration, logs and sessions, besides [`SYSTEM_ROOTS`].
+const DRIVE_ROOTS: &[&str] = &["php", "mysql", "lampp", "tomcat", "apache-tomcat", "xampplite", "appserv", "wamp64", "nginx", "perl"];
+
+/// Hidden directories that are public by design (RFC 8615).
+const PUBLIC_HIDDEN_DIRS: &[&str] = &[".well-known"];
+
+/// A path (no blanks, two segments or more) that names a file no web page links to:
+/// - a file under a hidden directory (`.claude/settings.json`, `app/.aider/chat.aider`,
+///   `/path/to/.docker/secrets`): tools' and stacks' configuration and credentials;
+/// - a log file (`wp-content/debug.log`, `\log\access_log`, `logs/error_log`);
+/// - a path under a dev server's file-system prefix (Vite's `@fs/`, `@id/`).
+fn file_target(t: &str) -> Option<&'static str> {
+    let t = t.trim_end();
+    if t.is_empty() || t.contains(char::is_whitespace) || t.contains("://") {
+        return None;
+    }
+    let body = t.strip_prefix('/').unwrap_or(t);
+    if body.starts_with("@fs/") || body.starts_with("@id/") {
+        return Some("sensitive-file");
+    }
+    let path: Vec<&str> = body.split(['?', '#']).next().unwrap_or_default().split('/').filter(|x| !x.is_empty()).collect();
+    let (Some(last), true) = (path.last(), path.len() >= 2) else { return None };
+    let hidden = path.iter().take(path.len() - 1).any(|d| {
+        d.len() >= 3 && d.starts_with('.') && d.as_bytes().get(1).is_some_and(u8::is_ascii_alphabetic) && !PUBLIC_HIDDEN_DIRS.contains(d)
+    });
+    if hidden && last.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-')) {
+        return Some("sensitive-file");
+    }
+    let log = last.ends_with(".log") || last.ends_with("_log") && last.len() > 4;
+    if log && last.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-')) {
+        return Some("sensitive-file");
+    }
+    None
+}
+
 const WRAPPERS: &[&str] = &["php://", "file://", "phar://", "zip://", "expect://", "glob://", "data://", "ogg://", "rar://", "zlib://", "compress.zlib://", "compress.bzip2://", "ssh2.", "jar:file:", "jar:http", "netdoc://", "gopher://", "dict://", "local_file://", "url:file:"];
 
 fn normalize(v: &[u8]) -> String {
@@ -110,7 +146,8 @@ fn normalize_once(v: &[u8]) -> String {
                     i += 3;
                     continue;
                 }
-                out.push(c);
+                // A decoded `%5c` separates as a raw `\` does.
+                out.push(if c == b'\\' { b'/' } else { c });
                 i += 3;
                 continue;
             }
@@ -140,6 +177,10 @@ fn normalize_once(v: &[u8]) -> String {
     if !s.is_ascii() {
         s = s.replace(['\u{ff0e}', '\u{2024}'], ".").replace(['\u{2215}', '\u{2216}', '\u{ff0f}', '\u{ff3c}'], "/");
     }
+    // Escapes that lost their `%` (`..2f..2fetc2fpasswd`): only next to a dot-segment.
+    if s.contains("..2f") || s.contains("..5c") {
+        s = s.replace("2f", "/").replace("5c", "/");
+    }
     if s.contains("..") {
         s = s.replace("..;/", "../").replace("....//", "../").replace("...//", "../");
     }
@@ -158,12 +199,13 @@ fn sensitive(s: &str) -> bool {
 
 /// Whether the value can be what [`detect_path_traversal`] finds once normalized. Without `%`,
 /// NUL, non-ASCII bytes or `0x` (what `normalize` decodes), a finding needs: `..` or `. .`
-/// (dot-segments), `./` (fuzzers' separators before a target), a start (blanks aside) with `/` or `\\`, `.`, a drive (`c:\\`), a
+/// (dot-segments), `./` (fuzzers' separators before a target), `/.` (a hidden directory), an end
+/// with `.log` or `_log`, a start (blanks aside) with `/`, `\\`, `@`, `.`, a drive (`c:\\`), a
 /// stream wrapper or `data:` / `file:`, or a start with `etc`, `proc` or `windows`.
 pub fn may_match(value: &[u8]) -> bool {
     let (mut prev, mut prev2) = (0u8, 0u8);
     for &c in value {
-        if c == b'%' || c == 0 || c >= 0x80 || (c == b'.' && (prev == b'.' || prev == b' ' && prev2 == b'.')) || (matches!(c, b'/' | b'\\') && prev == b'.') || (matches!(c, b'x' | b'X') && prev == b'0') {
+        if c == b'%' || c == 0 || c >= 0x80 || (c == b'.' && (prev == b'.' || prev == b' ' && prev2 == b'.' || matches!(prev, b'/' | b'\\'))) || (matches!(c, b'/' | b'\\') && prev == b'.') || (matches!(c, b'x' | b'X') && prev == b'0') {
             return true;
         }
         (prev2, prev) = (prev, c);
@@ -174,7 +216,10 @@ pub fn may_match(value: &[u8]) -> bool {
     let t = value.iter().position(|c| !matches!(c, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')).and_then(|p| value.get(p..)).unwrap_or_default();
     let starts = |v: &[u8], pat: &str| v.len() >= pat.len() && v.iter().zip(pat.bytes()).all(|(&a, b)| (if a == b'\\' { b'/' } else { a.to_ascii_lowercase() }) == b);
     let drive = t.first().is_some_and(u8::is_ascii_alphabetic) && t.get(1) == Some(&b':') && matches!(t.get(2), Some(b'/' | b'\\'));
-    matches!(t.first(), Some(b'/' | b'\\')) || matches!(value.first(), Some(b'.'))
+    let end = value.trim_ascii_end();
+    let log = end.len() > 4 && end.get(end.len() - 4..).is_some_and(|e| e.eq_ignore_ascii_case(b".log") || e.eq_ignore_ascii_case(b"_log"));
+    matches!(t.first(), Some(b'/' | b'\\' | b'@')) || matches!(value.first(), Some(b'.'))
+        || log
         || drive
         || WRAPPERS.iter().any(|w| starts(t, w))
         || ["data:", "file:"].iter().any(|w| starts(t, w))
@@ -224,6 +269,22 @@ pub fn detect_path_traversal(value: &[u8]) -> Option<&'static str> {
         if STRONG.iter().any(|t| sk.contains(t)) {
             return Some("sensitive-file");
         }
+        // Three dot-segments or more once the junk around them is a separator (`%\..%\..%`).
+        if sk.split('/').filter(|x| *x == "..").count() >= 3 {
+            return Some("traversal");
+        }
+    }
+    // Doubled percent signs (`%%32%%66`, `%%35%%63`): no decoder reads them, so the value's
+    // own skeleton (before decoding) shows its separators.
+    if value.windows(2).any(|w| w == b"%%") {
+        let sk = skeleton(&String::from_utf8_lossy(value).to_ascii_lowercase());
+        let sk = if sk.starts_with('/') { sk } else { format!("/{sk}") };
+        if STRONG.iter().any(|t| sk.contains(t)) {
+            return Some("sensitive-file");
+        }
+    }
+    if let Some(hit) = file_target(t) {
+        return Some(hit);
     }
     let config_like = s.ends_with(".conf") || s.ends_with(".log") || s.ends_with(".ini") || s.ends_with(".xml");
     if escapes >= 2 || dotdots >= 3 || (escapes >= 1 && (config_like || sens())) {
@@ -240,10 +301,11 @@ pub fn detect_path_traversal(value: &[u8]) -> Option<&'static str> {
         if more >= 1 && sens() {
             return Some("sensitive-file");
         }
-        if SYSTEM_ROOTS.contains(&first) && more >= 1 && !abs.contains(' ') && (first != "home" || body.contains("/.")) && (first != "var" || !body.starts_with("var/www/html/") || sens()) {
+        let drive_root = drive && DRIVE_ROOTS.contains(&first);
+        if (SYSTEM_ROOTS.contains(&first) || drive_root) && more >= 1 && !abs.contains(' ') && (first != "home" || body.contains("/.")) && (first != "var" || !body.starts_with("var/www/html/") || sens()) {
             // `/usr/...` in a URL path of a web app is rare; an absolute system path in a
             // parameter is an inclusion.
-            if body.split('/').next_back().is_some_and(|l| l.contains('.') || l.len() > 1) {
+            if body.split('/').filter(|x| !x.is_empty()).next_back().is_some_and(|l| l.contains('.') || l.len() > 1) {
                 return Some("sensitive-file");
             }
         }
@@ -317,6 +379,27 @@ mod tests {
     fn sensitive_targets_and_wrappers() {
         for s in ["/etc/passwd", "/proc/self/environ", "C:\\Windows\\win.ini", "/var/log/apache2/access.log", "/usr/local/etc/apache22/httpd.conf", "php://filter/convert.base64-encode/resource=index.php", "file:///etc/passwd", "data:text/plain;base64,PD9waHA=", "expect://id", "/home/user/.ssh/id_rsa", "etc/passwd", "%252e%252e%c0%af%252e%252e%c0%afwindows%c0%afsystem32%c0%afdrivers%c0%afetc%c0%afhosts", ".?%c1%8s.?%c1%8swindows%c1%8ssystem32%c1%8sdrivers%c1%8setc%c1%8shosts", "0x2e0x2e%c0%9vwindows%c0%9vsystem32", "%5C..0x2fetc0x2fpasswd", ".%00.0x5c.%00.0x5c.%00.0x5cboot.ini", "\u{ff0e}\u{ff0e}/\u{ff0e}\u{ff0e}/etc/issue", "..%bg%qfwindows%bg%qfsystem32%bg%qfdrivers%bg%qfetc%bg%qfhosts", ".?%uF025.?%uF025etc%uF025passwd", "?.0x5c?.0x5c?.0x5cetc0x5cpasswd", ".?%c1%pc.?%c1%pcetc%c1%pcpasswd"] {
             assert!(d(s.as_bytes()).is_some(), "{s}");
+        }
+    }
+
+    #[test]
+    fn files_no_page_links_to() {
+        for s in [".claude/settings.json", "app/.aider/chat.aider", "/path/to/.docker/secrets", "wp-content/debug.log", "\\log\\access_log", "logs/error_log", "@fs/etc/passwd", "/@fs/home/x/.env", "@id/__x00__", "C:\\php\\sessions\\", "C:/xampp/mysql/data/mysql.err"] {
+            assert!(d(s.as_bytes()).is_some(), "{s}");
+            assert!(super::may_match(s.as_bytes()), "{s}");
+        }
+        for s in ["/.well-known/openid-configuration", "my .net app/config", "see the .log", "catalog", "blog", "/blog/my-trip", "a.b/c.d", "C:/Users/maria/report.pdf", "changelog", "user@host/x"] {
+            assert!(d(s.as_bytes()).is_none(), "{s}");
+        }
+    }
+
+    #[test]
+    fn separators_without_their_percent_sign() {
+        for s in ["..2f..2f..2f..2fetc2fpasswd%00", "..5c..5c..5cwindows5cwin.ini", "..../%%32%%66..../%%32%%66etc%%32%%66passwd", "?.%%35%%63etc%%35%%63passwd", "%25%5c..%25%5c..%25%5c..%"] {
+            assert!(d(s.as_bytes()).is_some(), "{s}");
+        }
+        for s in ["2f5c", "..2 feet", "100%% sure"] {
+            assert!(d(s.as_bytes()).is_none(), "{s}");
         }
     }
 

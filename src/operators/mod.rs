@@ -599,7 +599,7 @@ mod detector_prefilter_tests {
         assert!(hits >= 15, "{hits}");
         // Values built from the pieces the grammars look for, in random order: the prefilter
         // still never decides differently from the detector.
-        let pieces: &[&str] = &["..", ".", "/", "\\", "%2e", "%", "0x2e", "etc", "passwd", "proc", "windows", "php://", "data:", "file:", "c:", " ", "\t", "\0", "é", "$ne", "$", "this", "db", "s.", "b .", "find(", "'", "\"", "|", "==", "1", "(", ")", "*", "&", "!", "=", "uid", "{{", "}}", "{%", "%}", "{", "}", "<%", "%>", "#set(", "#{", "@(", "[[", "<#", "7", "+", "<!--", "#exec", "<", ">", "<!DOCTYPE", "<!ENTITY", "SYSTEM", "xi:include", "XSL", "\r", "\n", "%0d%0a", "\\r\\n", "Set-Cookie:", "Bcc:", "HTTP/1.1", ";", "cat", "id", "a", "Z"];
+        let pieces: &[&str] = &["..", ".", "/", "\\", "%2e", "%", "0x2e", "etc", "passwd", "proc", "windows", "php://", "data:", "file:", "c:", " ", "\t", "\0", "é", "$ne", "$", "this", "db", "s.", "b .", "find(", "'", "\"", "|", "==", "1", "(", ")", "*", "&", "!", "=", "uid", "{{", "}}", "{%", "%}", "{", "}", "<%", "%>", "#set(", "#{", "@(", "[[", "<#", "7", "+", "<!--", "#exec", "<", ">", "<!DOCTYPE", "<!ENTITY", "SYSTEM", "xi:include", "XSL", "\r", "\n", "%0d%0a", "\\r\\n", "Set-Cookie:", "Bcc:", "HTTP/1.1", ";", "cat", "id", "a", "Z", ".claude", "@fs/", "@", ".log", "_log", "2f", "%%", "logs"];
         let mut seed = 0x2545_f491_4f6c_dd1du64;
         let mut next = move || {
             seed ^= seed << 13;
