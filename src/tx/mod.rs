@@ -537,6 +537,19 @@ impl Transaction {
     #[doc(hidden)]
     pub fn census_drop(&mut self, part: &str) {
         match part {
+            "req.headers" => self.req.headers = Default::default(),
+            "req.cookies" => self.req.cookies = Default::default(),
+            "req.args" => {
+                self.req.args_get = Default::default();
+                self.req.args_post = Default::default();
+            }
+            "req.body" => self.req.body = Vec::new(),
+            "req.buffers" => {
+                let r = &mut *self.req;
+                for b in [&mut r.server_name, &mut r.method, &mut r.uri_raw, &mut r.uri, &mut r.protocol, &mut r.request_line, &mut r.query_string, &mut r.filename, &mut r.basename, &mut r.cookie_source] {
+                    *b = Vec::new();
+                }
+            }
             "req" => **self.req = Request::default(),
             "tx" => self.tx = TxMap::default(),
             "tx_kept" => self.tx_kept = None,

@@ -144,9 +144,19 @@ fn main() {
             let mut tx = Transaction::with_id(rs.clone(), "census");
             tx.process_connection("127.0.0.1", 40000, "127.0.0.1", 8080);
             tx.process_uri(&r.uri, &r.method, "HTTP/1.1");
+            // As the filter gives them (proxy-wasm's serialization of a header map).
+            let mut block = (r.headers.len() as u32).to_le_bytes().to_vec();
             for (k, v) in &r.headers {
-                tx.add_request_header(k, v);
+                block.extend_from_slice(&(k.len() as u32).to_le_bytes());
+                block.extend_from_slice(&(v.len() as u32).to_le_bytes());
             }
+            for (k, v) in &r.headers {
+                block.extend_from_slice(k);
+                block.push(0);
+                block.extend_from_slice(v);
+                block.push(0);
+            }
+            tx.add_request_header_block(block);
             let b = mark();
             let i1 = tx.process_request_headers();
             let c = live();
@@ -172,7 +182,7 @@ fn main() {
         }
         let held = live() - base;
         if batch + 1 == warm + batches && std::env::var_os("CENSUS_PARTS").is_some() {
-            for part in ["req", "tx", "tx_kept", "tx_free", "tx_undo", "removals", "matched", "logs", "cache", "values", "hits", "setvar", "replay", "collections"] {
+            for part in ["req.headers", "req.cookies", "req.args", "req.body", "req.buffers", "req", "tx", "tx_kept", "tx_free", "tx_undo", "removals", "matched", "logs", "cache", "values", "hits", "setvar", "replay", "collections"] {
                 let a = live();
                 for tx in txs.iter_mut() {
                     tx.census_drop(part);
