@@ -60,6 +60,22 @@ struct Spare {
     removals: Removals,
 }
 
+/// What a phase needs only while it evaluates (`Transaction::values_scratch`, `hit_pool`):
+/// the value lists of rules and their hits (a CRS request's grow to ~11 KB and ~6 KB), which
+/// nothing reads between phases. Lent by [`Transaction::lend_scratch`].
+#[derive(Default)]
+struct PhaseScratch {
+    values: Vec<variables::Value<'static>>,
+    hits: link::HitPool,
+}
+
+/// Most phase scratches a thread keeps (phases of one thread run one at a time; a host that
+/// nests transactions on one thread may run a few).
+const SCRATCH_MAX: usize = 4;
+/// The largest value list a phase scratch keeps (a large body's lists of thousands of values
+/// are freed).
+const SCRATCH_VALUES_MAX: usize = 4096;
+
 /// `Transaction::affected`, `removed_ids`, `removed_tags` and `removed_targets`.
 #[derive(Default)]
 struct Removals {
@@ -127,14 +143,19 @@ thread_local! {
     static SPARE_REQUEST: std::cell::RefCell<Vec<Box<Request>>> = const { std::cell::RefCell::new(Vec::new()) };
     /// Emptied memo tables of the request phases and of the response phases, each kept for the
     /// next transactions' same phases (see [`Transaction::end_request_phases`]; up to
-    /// [`SPARES_MAX`] per side).
+    /// [`SPARES_MAX`] per side), and the empty tables a transaction holds while it waits
+    /// between phases ([`IDLE_SIDE`]).
     // Boxed for the same reason (see `cache::CacheCell`).
     #[allow(clippy::vec_box)]
-    static SPARE_CACHES: std::cell::RefCell<[Vec<Box<cache::Cache>>; 2]> = const { std::cell::RefCell::new([Vec::new(), Vec::new()]) };
+    static SPARE_CACHES: std::cell::RefCell<[Vec<Box<cache::Cache>>; 3]> = const { std::cell::RefCell::new([Vec::new(), Vec::new(), Vec::new()]) };
     /// The [`cache::Memo`]s of the last rule sets this thread ran (most recent last), shared
     /// by the transactions in flight.
     /// (Rule set uid, its memo).
     static MEMOS: std::cell::RefCell<Vec<(u64, SharedMemo)>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// The scratch of a running phase (see [`PhaseScratch`]), lent to each phase as it
+    /// starts and given back when it ends: as many as phases run at once on the thread (one),
+    /// not as many as transactions in flight.
+    static SCRATCH: std::cell::RefCell<Vec<PhaseScratch>> = const { std::cell::RefCell::new(Vec::new()) };
     /// The emptied `unique_id`s of transactions that ended (see [`Transaction::with_id`]; up
     /// to [`SPARES_MAX`]).
     static SPARE_ID: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
@@ -202,6 +223,10 @@ const MEMOS_MAX: usize = 4;
 /// Which phases a cache serves (an index into `SPARE_CACHES`).
 const REQUEST_SIDE: usize = 0;
 const RESPONSE_SIDE: usize = 1;
+/// No phase: empty tables (`Cache::default`, nothing allocated but the box) in the place of
+/// the memo tables, which a transaction holds only while its phases run (see
+/// [`Transaction::lend_cache`]).
+const IDLE_SIDE: usize = 2;
 
 /// The spare cache of one side, or new tables sized for `rules` rules, charging what it
 /// keeps to the memory budget `limit` (see [`budget`]).
@@ -220,6 +245,15 @@ fn fresh_cache(rules: usize, limit: usize) -> Box<cache::Cache> {
     let mut c = Box::new(cache::Cache::sized(rules));
     c.set_budget(limit);
     c
+}
+
+/// Empty tables for a transaction between phases (see [`IDLE_SIDE`]).
+fn idle_cache() -> Box<cache::Cache> {
+    SPARE_CACHES
+        .try_with(|s| s.try_borrow_mut().ok().and_then(|mut s| s.get_mut(IDLE_SIDE).and_then(Vec::pop)))
+        .ok()
+        .flatten()
+        .unwrap_or_default()
 }
 
 /// Keeps `c`, emptied, as a spare of its side (unless the pool is full or `c` grew too large).
@@ -243,7 +277,8 @@ fn keep_cache(side: usize, mut c: Box<cache::Cache>) {
 fn fresh_spare(rules: usize) -> Spare {
     Spare {
         tx: TxMap::with_capacity(if rules >= 200 { 128 } else { 0 }),
-        values: Vec::with_capacity(if rules >= 200 { 128 } else { 0 }),
+        // The phases' scratch is lent to each phase (see `Transaction::lend_scratch`).
+        values: Vec::new(),
         hits: link::HitPool::default(),
         tx_free: Vec::new(),
         tx_init: None,
@@ -367,8 +402,9 @@ pub struct Transaction {
     over_budget: bool,
     /// Memoized transformations, prefilter scans and libinjection verdicts.
     cache: cache::CacheCell,
-    /// Whose tables `cache` is: `REQUEST_SIDE`, or `RESPONSE_SIDE` once the request phases'
-    /// were handed on after phase 2.
+    /// Whose tables `cache` is: `REQUEST_SIDE` until the end of phase 2, then `IDLE_SIDE`
+    /// between the response phases and `RESPONSE_SIDE` while one runs (see
+    /// [`Transaction::lend_cache`]).
     cache_side: usize,
     /// What earlier transactions of this rule set on this thread learned about values.
     memo: SharedMemo,
@@ -494,6 +530,53 @@ impl Transaction {
         id.clear();
         id.push_str(unique_id);
         Transaction::new(rs, id)
+    }
+
+    /// Drops one part of the transaction's state (for `bench/src/bin/tx-census.rs`, which
+    /// counts the bytes each part holds; the transaction is not fit for its phases after).
+    #[doc(hidden)]
+    pub fn census_drop(&mut self, part: &str) {
+        match part {
+            "req.headers" => self.req.headers = Default::default(),
+            "req.cookies" => self.req.cookies = Default::default(),
+            "req.args" => {
+                self.req.args_get = Default::default();
+                self.req.args_post = Default::default();
+            }
+            "req.body" => self.req.body = Vec::new(),
+            "req.buffers" => {
+                let r = &mut *self.req;
+                for b in [&mut r.server_name, &mut r.method, &mut r.uri_raw, &mut r.uri, &mut r.protocol, &mut r.request_line, &mut r.query_string, &mut r.filename, &mut r.basename, &mut r.cookie_source] {
+                    *b = Vec::new();
+                }
+            }
+            "req" => **self.req = Request::default(),
+            "tx" => self.tx = TxMap::default(),
+            "tx_kept" => self.tx_kept = None,
+            "tx_free" => self.tx_free = Vec::new(),
+            "tx_undo" => self.tx_undo = Vec::new(),
+            "removals" => {
+                self.removed_ids = Vec::new();
+                self.removed_tags = Vec::new();
+                self.removed_targets = Vec::new();
+                self.affected = Vec::new();
+            }
+            "matched" => self.matched = Default::default(),
+            "logs" => self.logs = Vec::new(),
+            "cache" => {
+                let c = std::mem::replace(self.cache.get_mut(), ManuallyDrop::new(Box::default()));
+                drop(ManuallyDrop::into_inner(c));
+            }
+            "values" => *self.values_scratch.get_mut() = Vec::new(),
+            "hits" => self.hit_pool = Default::default(),
+            "setvar" => {
+                self.setvar_buf = Vec::new();
+                self.setvar_key_buf = Vec::new();
+            }
+            "replay" => self.replay = Default::default(),
+            "collections" => self.collections = Vec::new(),
+            _ => {}
+        }
     }
 
     /// The rule set it runs.
@@ -759,14 +842,79 @@ impl Transaction {
         if self.cache_side != REQUEST_SIDE {
             return;
         }
+        self.give_back_cache();
+    }
+
+    /// Gives the memo tables of the phase that ended back to the thread's spares (see
+    /// [`Transaction::lend_cache`]), holding empty ones until the next phase.
+    fn give_back_cache(&mut self) {
+        let side = std::mem::replace(&mut self.cache_side, IDLE_SIDE);
+        if side == IDLE_SIDE {
+            return;
+        }
+        let mut idle = idle_cache();
+        let cur = self.cache.get_mut();
+        idle.stats = cur.stats;
+        idle.group_stats = cur.group_stats.take();
+        let done = ManuallyDrop::into_inner(std::mem::replace(cur, ManuallyDrop::new(idle)));
+        if side == REQUEST_SIDE {
+            self.seam.request_cache_done(done);
+        } else {
+            keep_cache(side, done);
+        }
+    }
+
+    /// The value lists and hit buffers for a phase about to run, from the thread's (see
+    /// [`PhaseScratch`]): a transaction in flight between phases holds none.
+    fn lend_scratch(&mut self) {
+        let Some(s) = take_spare(&SCRATCH) else { return };
+        let values = self.values_scratch.get_mut();
+        if values.capacity() == 0 {
+            *values = s.values;
+        }
+        if self.hit_pool.hits.is_empty() {
+            self.hit_pool = s.hits;
+        }
+    }
+
+    /// Gives the phase's scratch back to the thread's (see [`Transaction::lend_scratch`]),
+    /// unless it grew past what a spare keeps.
+    fn give_back_scratch(&mut self) {
+        let mut values = std::mem::take(self.values_scratch.get_mut());
+        let mut hits = std::mem::take(&mut self.hit_pool);
+        values.clear();
+        hits.n = 0;
+        if values.capacity() > SCRATCH_VALUES_MAX || !hits.small() {
+            return;
+        }
+        let _ = SCRATCH.try_with(|s| {
+            if let Ok(mut pool) = s.try_borrow_mut() {
+                if pool.len() < SCRATCH_MAX {
+                    pool.push(PhaseScratch { values, hits });
+                }
+            }
+        });
+    }
+
+    /// Memo tables for a response phase about to run, from the thread's spares: a
+    /// transaction holds them only while a phase runs. Between phase 2 and the response (the
+    /// upstream's time: with 64 connections, 64 transactions wait on a worker at once) and
+    /// between the response phases it holds empty ones, so a thread's spares are as many
+    /// tables as it runs phases at once, one, not as many as it has transactions in flight
+    /// (each CRS-sized table set is ~30 KB emptied, more with its pools: docs/native.md).
+    /// Memo entries are only ever recomputed, never wrong: a response-phase rule on request
+    /// values computes them again.
+    fn lend_cache(&mut self) {
+        if self.cache_side != IDLE_SIDE {
+            return;
+        }
         self.cache_side = RESPONSE_SIDE;
-        let limit = self.rs.settings.memory_budget;
-        let mut next = self.seam.response_cache(limit);
+        let mut next = self.seam.response_cache(self.rs.settings.memory_budget);
         let cur = self.cache.get_mut();
         next.stats = cur.stats;
         next.group_stats = cur.group_stats.take();
-        let done = std::mem::replace(cur, ManuallyDrop::new(next));
-        self.seam.request_cache_done(ManuallyDrop::into_inner(done));
+        let idle = ManuallyDrop::into_inner(std::mem::replace(cur, ManuallyDrop::new(next)));
+        keep_cache(IDLE_SIDE, idle);
     }
 
     pub fn add_response_header(&mut self, name: &[u8], value: &[u8]) {
@@ -919,6 +1067,8 @@ impl Transaction {
             self.seam.empty_phase(self, phase);
             return None;
         }
+        self.lend_cache();
+        self.lend_scratch();
         // Request/response data may have grown since the last phase.
         let cache = self.cache.get_mut();
         cache.clear_prepared();
@@ -927,7 +1077,12 @@ impl Transaction {
         let rs = self.rs.clone();
         let seam = self.seam;
         let decision = seam.run_phase(self, &rs, phase);
-        if decision.is_none() && phase != 5 && self.cache.get_mut().over_budget() {
+        self.give_back_scratch();
+        let over = decision.is_none() && phase != 5 && self.cache.get_mut().over_budget();
+        if phase >= 3 {
+            self.give_back_cache();
+        }
+        if over {
             return self.refuse_over_budget(phase);
         }
         if let Some(i) = decision {

@@ -622,6 +622,63 @@ SecRule ARGS "@rx attack[0-9]" "id:3,phase:3,t:lowercase,t:urlDecodeUni,deny,sta
     assert_eq!(verdicts, [Some(403), None]);
 }
 
+/// Transactions waiting between phases (for the upstream, with a proxy's concurrent
+/// requests) hold no memo tables and no value lists or hits: those are lent to each phase,
+/// so a thread keeps one set of them, not one per transaction in flight; the response phases
+/// still decide on request values, their hits and the MATCHED_VAR of phase 2.
+#[test]
+fn transactions_in_flight_hold_no_phase_scratch() {
+    let rs = rules(
+        r#"SecRuleEngine On
+SecRequestBodyAccess On
+SecResponseBodyAccess On
+SecResponseBodyMimeType text/html
+SecRule ARGS "@rx needle[0-9]" "id:1,phase:2,t:lowercase,pass,nolog"
+SecRule ARGS "@rx attack[0-9]" "id:2,phase:3,t:lowercase,deny,status:403"
+SecRule MATCHED_VAR "@rx needle7" "id:3,phase:3,deny,status:401"
+SecRule RESPONSE_BODY "@contains leaked" "id:4,phase:4,deny,status:502"
+"#,
+    );
+    let n = 64;
+    let mut in_flight = Vec::new();
+    for i in 0..n {
+        let mut tx = Transaction::new(rs.clone(), format!("t-{i}"));
+        let q = match i % 4 {
+            0 => "/?a=ATTACK1&b=quiet",
+            1 => "/?a=NEEDLE7",
+            _ => "/?a=quiet&b=fine",
+        };
+        tx.process_uri(q, "GET", "HTTP/1.1");
+        assert!(tx.process_request_headers().is_none());
+        assert!(tx.process_request_body().is_none());
+        assert_eq!(tx.cache_side, IDLE_SIDE, "request {i}");
+        assert_eq!(tx.cache.get_mut().memo_entries(), 0, "request {i}");
+        assert_eq!(tx.values_scratch.get_mut().capacity(), 0, "request {i}");
+        assert!(tx.hit_pool.hits.is_empty(), "request {i}");
+        in_flight.push(tx);
+    }
+    let mut verdicts = Vec::new();
+    for (i, tx) in in_flight.iter_mut().enumerate() {
+        tx.add_response_header(b"content-type", b"text/html");
+        let v = tx.process_response_headers(200, "HTTP/1.1").map(|i| i.status);
+        let v = v.or_else(|| {
+            let body: &[u8] = if i % 4 == 2 { b"<p>leaked</p>" } else { b"<p>fine</p>" };
+            let _ = tx.append_response_body(body);
+            tx.process_response_body().map(|i| i.status)
+        });
+        assert_eq!(tx.cache_side, IDLE_SIDE, "response {i}");
+        tx.process_logging();
+        verdicts.push(v);
+    }
+    let want: Vec<Option<u16>> = (0..n).map(|i| [Some(403), Some(401), Some(502), None][i % 4]).collect();
+    assert_eq!(verdicts, want);
+    drop(in_flight);
+    // One set of scratch and one of response tables served all 64 (not 64 of each).
+    assert_eq!(SCRATCH.with(|p| p.borrow().len()), 1);
+    assert_eq!(SPARE_CACHES.with(|p| p.borrow()[RESPONSE_SIDE].len()), 1);
+    assert_eq!(SPARE_CACHES.with(|p| p.borrow()[REQUEST_SIDE].len()), 1);
+}
+
 #[test]
 fn each_hit_of_a_capturing_link_has_its_own_captures() {
     // The head's setvars see each matched value's captures in turn; without setvars only the
