@@ -17,7 +17,9 @@
 //! - a second statement after `;` that changes the schema or the data (`; drop table`,
 //!   `; insert into`, `; delete from`, `; exec xp_...`, `; shutdown`), T-SQL's
 //!   `declare @x` and `execute immediate`;
-//! - `union [all | distinct] select`.
+//! - `union [all | distinct] select`;
+//! - a quote closed and followed by an operator (`'or(`, `' and `, `'^`, `'-`, `'=`) in a
+//!   value that ends in a comment (`--`, `-- x`, `#`): the rest of the query cut off.
 //!
 //! Each is a sequence of two or more tokens that does not occur in prose or in the values of
 //! ordinary forms (a word alone never matches). The work is one lowercased copy of the value
@@ -70,6 +72,9 @@ pub fn sql_context(value: &[u8]) -> Option<&'static str> {
     }
     if union_select(&s) {
         return Some("union select");
+    }
+    if quote_break(&s) {
+        return Some("quote, operator and comment");
     }
     None
 }
@@ -263,6 +268,37 @@ fn union_select(s: &[u8]) -> bool {
     })
 }
 
+/// SQL operators that may follow a closing quote.
+const OPERATORS: &[&str] = &["or", "and", "xor", "not", "like", "rlike", "regexp", "glob", "div", "mod", "is", "in", "between", "having", "order", "group", "limit", "procedure", "into"];
+
+fn quote_break(s: &[u8]) -> bool {
+    // The value ends in a comment: `--` (then at most a few bytes) or `#`.
+    let t = s.strip_suffix(b" ").unwrap_or(s);
+    let ends_in_comment = t.ends_with(b"#") || t.windows(2).rposition(|w| w == b"--").is_some_and(|p| t.len() - p <= 6 && t.get(p + 2..).is_some_and(|r| r.is_empty() || r.first() == Some(&b' ') || r.first() == Some(&b'-')));
+    if !ends_in_comment {
+        return false;
+    }
+    for (i, &b) in s.iter().enumerate() {
+        if b != b'\'' && b != b'"' {
+            continue;
+        }
+        let p = skip_blank(s, i + 1);
+        let op = match s.get(p) {
+            Some(b'^' | b'|' | b'&' | b'=' | b'<' | b'>' | b'!' | b'+' | b'*' | b'/' | b'%') => true,
+            // `'-email--`, not the comment itself (`'--`).
+            Some(b'-') => s.get(p + 1) != Some(&b'-'),
+            _ => {
+                let (w, _) = word_at(s, p);
+                OPERATORS.iter().any(|o| o.as_bytes() == w)
+            }
+        };
+        if op {
+            return true;
+        }
+    }
+    false
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -289,6 +325,16 @@ mod tests {
     fn stacked_statements_and_union() {
         for s in [";DROP/*test*/TABLE test;", "1; drop table users", "x'; insert into users values(1)", "1;delete from t", "1; update users set a=1", "'; exec xp_cmdshell 'dir'", "1;shutdown", "declare @b\n", "EXECUTE IMMEDIATE \"", " UNION ALL SELECT 'INJ'||'ECT'||'XXX',2,3--", "1 union/**/select 1"] {
             assert!(ctx(s).is_some(), "{s}");
+        }
+    }
+
+    #[test]
+    fn a_quote_closed_by_an_operator_and_a_comment() {
+        for s in ["'or(glob 1)--", "x'^email--", "x'-email--", "admin' or 1 -- -", "a\" and b=b#", "x' order by 3--"] {
+            assert!(ctx(s).is_some(), "{s}");
+        }
+        for s in ["Rock 'n' roll -- forever", "I'm tired --", "x'--", "it's 'a' or 'b'", "size 5' - 6' tall", "see 'docs' #"] {
+            assert_eq!(ctx(s), None, "{s}");
         }
     }
 

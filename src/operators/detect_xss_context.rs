@@ -75,7 +75,9 @@ pub fn xss_context(value: &[u8]) -> Option<&'static str> {
     None
 }
 
-/// Lowercase ASCII with the full-width forms of `!`..`~` folded; other bytes kept.
+/// Lowercase ASCII with the full-width forms of `!`..`~` folded, and UTF-7's forms of `<`
+/// and `>` (`+ADw-`, `+AD4-`: the modified base64 of U+003C and U+003E) read as `<` and `>`;
+/// other bytes kept.
 fn normalize(value: &[u8]) -> Vec<u8> {
     let v = value.get(..MAX_LEN).unwrap_or(value);
     let mut out = Vec::with_capacity(v.len());
@@ -91,6 +93,15 @@ fn normalize(value: &[u8]) -> Vec<u8> {
                 if let Some(c) = cp {
                     out.push(c.to_ascii_lowercase());
                     i += 3;
+                    continue;
+                }
+            }
+        }
+        if b == b'+' {
+            if let Some(w) = v.get(i + 1..i + 5) {
+                if w.eq_ignore_ascii_case(b"adw-") || w.eq_ignore_ascii_case(b"ad4-") {
+                    out.push(if w.get(2) == Some(&b'w') || w.get(2) == Some(&b'W') { b'<' } else { b'>' });
+                    i += 5;
                     continue;
                 }
             }
@@ -276,7 +287,7 @@ mod tests {
 
     #[test]
     fn elements() {
-        for s in ["< x: script", "<:vmlframe src=", "<v:vmlframe src=\"foo.com/sup.fml\"/>", "<html:script>x</html:script>", "<script >alert(1)", "<?import implementation =", "<BASE dsfds HREF / =", "<OBJECT data =", "<STYLE>@import'http://xss.rocks/xss.css';</STYLE>", "<meta charset=\"UTF-8\">", "＜script ＞alert(1)＜/script＞"] {
+        for s in ["< x: script", "<:vmlframe src=", "<v:vmlframe src=\"foo.com/sup.fml\"/>", "<html:script>x</html:script>", "<script >alert(1)", "<?import implementation =", "<BASE dsfds HREF / =", "<OBJECT data =", "<STYLE>@import'http://xss.rocks/xss.css';</STYLE>", "<meta charset=\"UTF-8\">", "＜script ＞alert(1)＜/script＞", "+ADw-script+AD4-alert(1)"] {
             assert!(ctx(s).is_some(), "{s}");
         }
     }
