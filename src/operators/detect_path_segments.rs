@@ -7,9 +7,10 @@
 //! the segment alone is one. A segment is the text between two `/` (or `\`, which Windows
 //! servers read as one); segments that are one word or number (`v1`, `42`, `index.html`
 //! has a `.`, so it is tokenized) cannot be an injection and are skipped, the way
-//! `@detectSQLi` skips a value of one word.
+//! `@detectSQLi` skips a value of one word. The contexts of `@detectSQLiContext` and
+//! `@detectXSSContext` (token sequences, wherever they sit) are then read in the whole path.
 
-use super::libinjection;
+use super::{detect_sqli_context, detect_xss_context, libinjection};
 
 /// The segments of `path` that can hold an injection: not empty, and not one run of
 /// letters, digits and `_`.
@@ -27,15 +28,17 @@ pub fn detect_sqli_path(path: &[u8]) -> Option<String> {
     if let Some(fp) = libinjection::detect_sqli(path) {
         return Some(fp);
     }
-    if !has_separator(path) {
-        return None;
+    if has_separator(path) {
+        if let Some(fp) = segments(path).find_map(libinjection::detect_sqli) {
+            return Some(fp);
+        }
     }
-    segments(path).find_map(libinjection::detect_sqli)
+    detect_sqli_context::sql_context(path).map(String::from)
 }
 
 /// `@detectXSSPath`: whether the whole path or one of its segments is XSS.
 pub fn detect_xss_path(path: &[u8]) -> bool {
-    libinjection::detect_xss(path) || (has_separator(path) && segments(path).any(libinjection::detect_xss))
+    libinjection::detect_xss(path) || (has_separator(path) && segments(path).any(libinjection::detect_xss)) || detect_xss_context::xss_context(path).is_some()
 }
 
 #[cfg(test)]
@@ -49,6 +52,10 @@ mod tests {
         assert!(detect_sqli_path(b"/api/items/1' union select password from users--/detail").is_some());
         assert!(detect_sqli_path(b"\\share\\1 or 1=1--\\x").is_some());
         assert!(detect_xss_path(b"/p/<img src=x onerror=alert(1)>/view"));
+        // Contexts libinjection misses, across the segments.
+        assert!(detect_sqli_path(b"/files/;DROP/*test*/TABLE test;/view").is_some());
+        assert!(detect_xss_path(b"/files/</math>//[\"<script>alert(1)</script>/view"));
+        assert!(detect_xss_path(b"/files/x\";setTimeout(name, 1)//view"));
     }
 
     #[test]

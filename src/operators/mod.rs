@@ -10,8 +10,10 @@ pub mod detect_ldapi;
 pub mod detect_nosqli;
 pub mod detect_path_segments;
 pub mod detect_path_traversal;
+pub mod detect_sqli_context;
 pub mod detect_ssi;
 pub mod detect_ssti;
+pub mod detect_xss_context;
 pub mod detect_xxe;
 pub mod ip_match;
 pub mod libinjection;
@@ -132,6 +134,10 @@ pub enum Detector {
     SqliPath,
     /// `@detectXSSPath`: libinjection's XSS on a path and each of its segments.
     XssPath,
+    /// `@detectSQLiContext`: libinjection's SQLi, then the SQL contexts it misses.
+    SqliContext,
+    /// `@detectXSSContext`: libinjection's XSS, then the HTML and JavaScript contexts it misses.
+    XssContext,
 }
 
 impl Detector {
@@ -146,6 +152,8 @@ impl Detector {
         ("detectcrlf", "DetectCRLF", Detector::Crlf),
         ("detectsqlipath", "DetectSQLiPath", Detector::SqliPath),
         ("detectxsspath", "DetectXSSPath", Detector::XssPath),
+        ("detectsqlicontext", "DetectSQLiContext", Detector::SqliContext),
+        ("detectxsscontext", "DetectXSSContext", Detector::XssContext),
     ];
 
     fn from_name(lower: &str) -> Option<Detector> {
@@ -164,7 +172,7 @@ impl Detector {
     /// program at its start).
     fn may_match(self, value: &[u8]) -> bool {
         match self {
-            Detector::Cmdi | Detector::SqliPath | Detector::XssPath => true,
+            Detector::Cmdi | Detector::SqliPath | Detector::XssPath | Detector::SqliContext | Detector::XssContext => true,
             Detector::Crlf => detect_crlf::may_match(value),
             Detector::PathTraversal => detect_path_traversal::may_match(value),
             Detector::Ssti => detect_ssti::may_match(value),
@@ -191,6 +199,8 @@ impl Detector {
             Detector::Crlf => detect_crlf::detect_crlf(value).map(String::from),
             Detector::SqliPath => detect_path_segments::detect_sqli_path(value),
             Detector::XssPath => detect_path_segments::detect_xss_path(value).then(|| String::from("xss")),
+            Detector::SqliContext => detect_sqli_context::detect_sqli_context(value),
+            Detector::XssContext => detect_xss_context::detect_xss_context(value).map(String::from),
         }
     }
 }
@@ -586,6 +596,8 @@ mod detector_prefilter_tests {
                 Detector::Crlf => super::detect_crlf::detect_crlf(v).map(String::from),
                 Detector::SqliPath => super::detect_path_segments::detect_sqli_path(v),
                 Detector::XssPath => super::detect_path_segments::detect_xss_path(v).then(|| String::from("xss")),
+                Detector::SqliContext => super::detect_sqli_context::detect_sqli_context(v),
+                Detector::XssContext => super::detect_xss_context::detect_xss_context(v).map(String::from),
             }
         };
         let mut hits = 0;
