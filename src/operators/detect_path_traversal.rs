@@ -305,7 +305,7 @@ pub fn detect_path_traversal(value: &[u8]) -> Option<&'static str> {
         if (SYSTEM_ROOTS.contains(&first) || drive_root) && more >= 1 && !abs.contains(' ') && (first != "home" || body.contains("/.")) && (first != "var" || !body.starts_with("var/www/html/") || sens()) {
             // `/usr/...` in a URL path of a web app is rare; an absolute system path in a
             // parameter is an inclusion.
-            if body.split('/').filter(|x| !x.is_empty()).next_back().is_some_and(|l| l.contains('.') || l.len() > 1) {
+            if body.split('/').rfind(|x| !x.is_empty()).is_some_and(|l| l.contains('.') || l.len() > 1) {
                 return Some("sensitive-file");
             }
         }
