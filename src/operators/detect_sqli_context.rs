@@ -25,6 +25,7 @@
 //! ordinary forms (a word alone never matches). The work is one lowercased copy of the value
 //! (at most [`MAX_LEN`] bytes read) and linear scans of it.
 
+use super::detect_text::{full_width_at, ident, words};
 use super::libinjection;
 
 /// Bytes of a value read by the grammar (libinjection reads the whole value).
@@ -98,20 +99,10 @@ fn normalize(value: &[u8]) -> Vec<u8> {
     };
     let mut i = 0;
     while let Some(&b) = v.get(i) {
-        // U+FF01..U+FF5E (EF BC 81 .. EF BD 9E): the full-width forms of `!`..`~`.
-        if b == 0xef {
-            if let (Some(&b1), Some(&b2)) = (v.get(i + 1), v.get(i + 2)) {
-                let cp = match (b1, b2) {
-                    (0xbc, 0x81..=0xbf) => Some(0x21 + (b2 - 0x81)),
-                    (0xbd, 0x80..=0x9e) => Some(0x60 + (b2 - 0x80)),
-                    _ => None,
-                };
-                if let Some(c) = cp {
-                    push(&mut out, c, &mut blank);
-                    i += 3;
-                    continue;
-                }
-            }
+        if let Some(c) = full_width_at(v, i) {
+            push(&mut out, c, &mut blank);
+            i += 3;
+            continue;
         }
         if b == b'/' && v.get(i + 1) == Some(&b'*') {
             let end = v.get(i + 2..).and_then(|r| r.windows(2).position(|w| w == b"*/")).map_or(v.len(), |p| i + 2 + p + 2);
@@ -123,21 +114,6 @@ fn normalize(value: &[u8]) -> Vec<u8> {
         i += 1;
     }
     out
-}
-
-fn ident(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b == b'_' || b == b'$' || b >= 0x80
-}
-
-/// The positions after each occurrence of `word` as a whole word.
-fn words<'a>(s: &'a [u8], word: &'a str) -> impl Iterator<Item = usize> + 'a {
-    let w = word.as_bytes();
-    s.windows(w.len().max(1)).enumerate().filter_map(move |(i, win)| {
-        let before_ok = i == 0 || s.get(i - 1).is_some_and(|&b| !ident(b));
-        let end = i + w.len();
-        let after_ok = s.get(end).is_none_or(|&b| !ident(b));
-        (win == w && before_ok && after_ok).then_some(end)
-    })
 }
 
 fn skip_blank(s: &[u8], mut i: usize) -> usize {

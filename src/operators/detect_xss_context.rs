@@ -26,6 +26,7 @@
 //! The work is one lowercased copy of the value (at most [`MAX_LEN`] bytes read) and linear
 //! scans of it.
 
+use super::detect_text::{full_width_at, ident, words};
 use super::libinjection;
 
 /// Bytes of a value read by the grammar (libinjection reads the whole value).
@@ -83,19 +84,10 @@ fn normalize(value: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(v.len());
     let mut i = 0;
     while let Some(&b) = v.get(i) {
-        if b == 0xef {
-            if let (Some(&b1), Some(&b2)) = (v.get(i + 1), v.get(i + 2)) {
-                let cp = match (b1, b2) {
-                    (0xbc, 0x81..=0xbf) => Some(0x21 + (b2 - 0x81)),
-                    (0xbd, 0x80..=0x9e) => Some(0x60 + (b2 - 0x80)),
-                    _ => None,
-                };
-                if let Some(c) = cp {
-                    out.push(c.to_ascii_lowercase());
-                    i += 3;
-                    continue;
-                }
-            }
+        if let Some(c) = full_width_at(v, i) {
+            out.push(c.to_ascii_lowercase());
+            i += 3;
+            continue;
         }
         if b == b'+' {
             if let Some(w) = v.get(i + 1..i + 5) {
@@ -114,10 +106,6 @@ fn normalize(value: &[u8]) -> Vec<u8> {
 
 fn blank(b: u8) -> bool {
     b <= b' '
-}
-
-fn ident(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b == b'_' || b == b'$' || b >= 0x80
 }
 
 fn skip_blank(s: &[u8], mut i: usize) -> usize {
@@ -193,18 +181,6 @@ fn element(s: &[u8]) -> bool {
         }
     }
     false
-}
-
-/// The positions after each occurrence of `word` as a whole word (a `.` before it is allowed:
-/// `parentWindow.alert`).
-fn words<'a>(s: &'a [u8], word: &'a str) -> impl Iterator<Item = usize> + 'a {
-    let w = word.as_bytes();
-    s.windows(w.len().max(1)).enumerate().filter_map(move |(i, win)| {
-        let before_ok = i == 0 || s.get(i - 1).is_some_and(|&b| !ident(b));
-        let end = i + w.len();
-        let after_ok = s.get(end).is_none_or(|&b| !ident(b));
-        (win == w && before_ok && after_ok).then_some(end)
-    })
 }
 
 fn sink(s: &[u8]) -> bool {

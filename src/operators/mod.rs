@@ -11,6 +11,7 @@ pub mod detect_nosqli;
 pub mod detect_path_segments;
 pub mod detect_path_traversal;
 pub mod detect_sqli_context;
+mod detect_text;
 pub mod detect_ssi;
 pub mod detect_ssti;
 pub mod detect_xss_context;
